@@ -1,0 +1,127 @@
+"""Command line: ``python -m precision_rl {list,show,run}``; every user error is one line and exit 2."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+import yaml
+
+from precision_rl import registry
+from precision_rl.errors import UserError
+from precision_rl.launch import RunOptions, execute, parse_loggers, plan_run
+from precision_rl.precision import PrecisionArm, parse_arm
+from precision_rl.registry import ExperimentSpec
+from precision_rl.scale import SCALE_CHOICES, resolve_scale
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in rows])
+
+
+def cmd_list(args) -> int:
+    """Print the registry as a table; return 0."""
+    specs = registry.load_all("paper")
+    rows = [[s.name, s.algorithm, ",".join(s.arm_labels), s.model, s.backend,
+             ",".join(p.panel + (f":{p.precision}" if p.precision else "") for p in s.paper) or "-",
+             s.variant_of or "-"] for s in specs.values()]
+    print(_table(rows, ["experiment", "algorithm", "precision arms", "model", "backend", "paper panels", "variant of"]))
+    return 0
+
+
+def cmd_show(args) -> int:
+    """Print one experiment's resolved spec at a scale; return 0."""
+    spec = registry.load_experiment(args.experiment, args.scale)
+    print(f"# {spec.path} at scale {spec.scale}")
+    print(yaml.safe_dump(spec.raw, sort_keys=False, allow_unicode=True), end="")
+    return 0
+
+
+def _selected_runs(specs: list[ExperimentSpec], precisions: list[str], panel: str | None) -> list[tuple[ExperimentSpec, PrecisionArm]]:
+    wanted = [parse_arm(p) for p in precisions]
+    runs = []
+    for spec in specs:
+        arms = list(spec.arms)
+        if panel:
+            refs = [r for r in spec.paper if r.panel == panel]
+            if not refs:
+                continue
+            qualifiers = {r.precision for r in refs}
+            if None not in qualifiers:
+                arms = [a for a in arms if a.train in qualifiers and a.train == a.infer]
+        if wanted:
+            for arm in wanted:
+                spec.arm(arm.label)  # raises a clear error if the experiment lacks that arm
+            arms = [a for a in arms if a in wanted]
+        runs += [(spec, arm) for arm in arms]
+    if not runs:
+        raise UserError(f"no runs match{' panel ' + panel if panel else ''}"
+                        f"{' precision ' + ','.join(precisions) if precisions else ''}")
+    return runs
+
+
+def cmd_run(args) -> int:
+    """Run (or print, with --dry-run) every selected experiment × arm; return the first non-zero exit code."""
+    decision = resolve_scale(args.scale, dry_run=args.dry_run)
+    banner = f"== SCALE={args.scale} -> {decision.scale} ({decision.reason}) =="
+    print(banner, file=sys.stderr)
+    if args.seed < 0:
+        raise UserError(f"SEED must be a non-negative integer, got {args.seed}")
+    specs = registry.select(args.experiments, decision.scale)
+    precisions = [p for chunk in args.precision for p in chunk.split(",") if p] if args.precision else []
+    extra = tuple(shlex.split(args.extra or "")) + tuple(args.overrides)
+    options = RunOptions(seed=args.seed, dry_run=args.dry_run, resume=args.resume, gpus=args.gpus,
+                         nnodes=args.nnodes, extra=extra, loggers=parse_loggers(args.loggers))
+    plans = [plan_run(spec, arm, decision, options) for spec, arm in _selected_runs(specs, precisions, args.panel)]
+    status = 0
+    for plan in plans:
+        code = execute(plan)
+        status = status or code
+    return status
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the command line."""
+    parser = argparse.ArgumentParser(prog="precision_rl", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list", help="print the experiment registry as a table").set_defaults(func=cmd_list)
+    show = sub.add_parser("show", help="print an experiment's resolved spec")
+    show.add_argument("experiment")
+    show.add_argument("--scale", default="paper", choices=registry.SCALES)
+    show.set_defaults(func=cmd_show)
+    run = sub.add_parser("run", help="run experiments (names or globs like 'sanity/*')")
+    run.add_argument("experiments", nargs="+")
+    run.add_argument("--precision", action="append", help="arm(s) to run, e.g. fp16 or train_bf16-infer_fp32")
+    run.add_argument("--panel", help="only the runs feeding this figure panel (e.g. fig4)")
+    run.add_argument("--scale", default="auto", choices=SCALE_CHOICES)
+    run.add_argument("--seed", type=int, default=42)
+    run.add_argument("--dry-run", action="store_true", help="print the command(s) and write nothing")
+    run.add_argument("--resume", action="store_true", help="continue the newest run of the same identity")
+    run.add_argument("--gpus", type=int, help="GPUs per node (default: the experiment's)")
+    run.add_argument("--nnodes", type=int, help="nodes (default: the experiment's)")
+    run.add_argument("--extra", default="", help="extra Hydra overrides, one shell-quoted string")
+    run.add_argument("--loggers", default="console,file", help="verl loggers; 'file' is always on")
+    run.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run the command; return its exit code (2 for a user error, 130 for Ctrl-C)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    rest: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, rest = argv[:cut], argv[cut + 1:]
+    args = build_parser().parse_args(argv)
+    args.overrides = rest  # after `--`: extra Hydra overrides, passed through verbatim
+    try:
+        return args.func(args)
+    except UserError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
