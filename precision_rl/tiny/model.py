@@ -1,0 +1,108 @@
+"""The tiny base model: a Qwen2-architecture causal LM with a locally trained byte-level BPE tokenizer.
+
+It loads in both vLLM and transformers. ``build_random_model`` writes an untrained model (tests, fixtures);
+``precision_rl.tiny.pretrain`` turns it into the SFT-trained base model of the tiny scale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from precision_rl import REPO_ROOT
+from precision_rl.tiny.problems import make_problems, user_message
+
+EOS, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
+SPECIAL_TOKENS = (EOS, IM_START, IM_END, THINK_OPEN, THINK_CLOSE)
+# ChatML turns; the generation prompt opens the assistant turn with "<think>\n" as R1-Distill's template does.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"
+)
+CACHE_ENV = "PRECISION_RL_CACHE"
+
+
+@dataclass(frozen=True)
+class TinyModelConfig:
+    """Architecture and tokenizer of the tiny model (the cache key)."""
+
+    vocab_size: int = 512
+    hidden_size: int = 256
+    intermediate_size: int = 704
+    num_hidden_layers: int = 4
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 512
+    rope_theta: float = 10000.0
+    tokenizer_corpus: int = 4000
+    seed: int = 1234
+
+    def key(self) -> str:
+        """Return a short hash identifying this configuration."""
+        blob = json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def cache_root() -> Path:
+    """Return the project cache directory (``$PRECISION_RL_CACHE`` or ``<repo>/.cache``)."""
+    return Path(os.environ.get(CACHE_ENV, REPO_ROOT / ".cache")).resolve()
+
+
+def build_tokenizer(config: TinyModelConfig):
+    """Return a PreTrainedTokenizerFast trained locally on generated sanity-style text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    problems = make_problems(config.tokenizer_corpus, seed=config.seed)
+    corpus = [f"{IM_START}user\n{user_message(p)}{IM_END}\n{IM_START}assistant\n{THINK_OPEN}\n{p.solution()}{IM_END}"
+              for p in problems]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=config.vocab_size, special_tokens=list(SPECIAL_TOKENS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(corpus, trainer=trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS, bos_token=EOS,
+                                   additional_special_tokens=[IM_START, IM_END, THINK_OPEN, THINK_CLOSE])
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def qwen2_config(config: TinyModelConfig, tokenizer):
+    """Return the transformers Qwen2Config of the tiny model."""
+    from transformers import Qwen2Config
+
+    return Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=config.hidden_size, intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_hidden_layers, num_attention_heads=config.num_attention_heads,
+        num_key_value_heads=config.num_key_value_heads, max_position_embeddings=config.max_position_embeddings,
+        rope_theta=config.rope_theta, tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, torch_dtype="float32",
+    )
+
+
+def build_random_model(out_dir: Path, config: TinyModelConfig = TinyModelConfig()) -> Path:
+    """Write an untrained tiny model (fp32 safetensors + tokenizer) to ``out_dir`` atomically; return the path."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = build_tokenizer(config)
+    torch.manual_seed(config.seed)
+    model = AutoModelForCausalLM.from_config(qwen2_config(config, tokenizer), dtype=torch.float32)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.save_pretrained(tmp, safe_serialization=True)
+    tokenizer.save_pretrained(tmp)
+    (tmp / "tiny_config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2))
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(tmp, out_dir)
+    return out_dir
