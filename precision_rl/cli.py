@@ -25,7 +25,13 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 def cmd_list(args) -> int:
     """Print the registry as a table; return 0."""
     specs = registry.load_all("paper")
-    rows = [[s.name, s.algorithm, ",".join(s.arm_labels), s.model, s.backend,
+    def arms(spec: ExperimentSpec) -> str:
+        if len(spec.arms) <= 3:
+            return ",".join(spec.arm_labels)
+        trains, infers = sorted({a.train for a in spec.arms}), sorted({a.infer for a in spec.arms})
+        return f"train {{{','.join(trains)}}} x infer {{{','.join(infers)}}}"
+
+    rows = [[s.name, s.algorithm, arms(s), s.model, s.backend,
              ",".join(p.panel + (f":{p.precision}" if p.precision else "") for p in s.paper) or "-",
              s.variant_of or "-"] for s in specs.values()]
     print(_table(rows, ["experiment", "algorithm", "precision arms", "model", "backend", "paper panels", "variant of"]))

@@ -19,8 +19,17 @@ from precision_rl.errors import UserError
 from precision_rl.precision import PrecisionArm
 from precision_rl.registry import ExperimentSpec
 from precision_rl.scale import ScaleDecision
-from precision_rl.verl_overrides import (FILE_LOGGER_ENV, RunContext, compose, config_name, data_files,
-                                         shell_command, to_dataclasses, verl_command, verl_overrides)
+from precision_rl.verl_overrides import (
+    FILE_LOGGER_ENV,
+    RunContext,
+    compose,
+    config_name,
+    data_files,
+    shell_command,
+    to_dataclasses,
+    verl_command,
+    verl_overrides,
+)
 
 DATA_DIR_ENV = "PRECISION_RL_DATA"
 LOGGER_CHOICES = ("console", "file", "wandb", "tensorboard", "mlflow", "swanlab")

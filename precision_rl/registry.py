@@ -366,6 +366,7 @@ def validate(doc: dict, name: str, shown: str, scale: str) -> ExperimentSpec:
         raise SpecError(shown, "scales.tiny", f"may only set {', '.join(sorted(TINY_FIELDS))}")
     if "hyper" in tiny:
         parse_hyper(tiny["hyper"], shown, "scales.tiny.hyper")
+    parse_hyper(doc["hyper"], shown)
     sources = _check_sources(doc, shown)
     if scale not in SCALES:
         raise UserError(f"unknown scale {scale!r}: choose one of {', '.join(SCALES)}")
@@ -407,8 +408,10 @@ def load_experiment(name: str, scale: str = "paper", root: Path = EXPERIMENTS_DI
     """Return the validated spec of experiment ``name`` at ``scale``; unknown names raise a UserError."""
     files = experiment_files(root)
     if name not in files:
-        close = [n for n in files if name.split("/")[-1] in n]
-        hint = f" (did you mean {', '.join(close[:5])}?)" if close else " (see `make list`)"
+        import difflib
+
+        close = difflib.get_close_matches(name, list(files), n=3, cutoff=0.6)
+        hint = f" (did you mean {', '.join(close)}?)" if close else " (see `make list`)"
         raise UserError(f"unknown experiment {name!r}{hint}")
     path = files[name]
     return validate(load_raw(path, root), name, _shown(path, root), scale)

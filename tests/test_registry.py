@@ -1,0 +1,121 @@
+"""The registry holds every run of the paper and rejects malformed specs with the file and field named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from precision_rl import registry
+from precision_rl.errors import SpecError, UserError
+
+SANITY_ALGOS = ["grpo", "grpo_token_tis", "grpo_seq_mis", "gspo", "pg_seq_is", "pg_seq_mis", "pg_seq_tis"]
+
+
+@pytest.fixture(scope="module")
+def specs():
+    return registry.load_all("paper")
+
+
+def test_every_paper_run_is_registered(specs):
+    for algo in SANITY_ALGOS:
+        spec = specs[f"sanity/{algo}"]
+        assert spec.algorithm == algo and set(spec.arm_labels) == {"fp16", "bf16"}
+        assert spec.model == "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B" and spec.data.val == ("aime24", "aime25")
+    assert specs["octothinker/grpo"].model == "OctoThinker/OctoThinker-3B-Hybrid-Base"
+    assert (specs["lora/grpo_token_tis"].lora.rank, specs["lora/grpo_token_tis"].lora.alpha) == (32, 64)
+    assert (specs["lora/grpo_token_tis_rank1"].lora.rank, specs["lora/grpo_token_tis_rank1"].lora.alpha) == (1, 2)
+    assert {specs[f"moe/{a}"].algorithm for a in ("grpo_seq_mis", "grpo_token_tis", "pg_seq_tis")} == {
+        "grpo_seq_mis", "grpo_token_tis", "pg_seq_tis"}
+    assert specs["dense14b/dapo"].algorithm == "dapo" and specs["dense14b/dapo"].model == "Qwen/Qwen3-14B-Base"
+    ablation = specs["ablation/precision"]
+    assert {(a.train, a.infer) for a in ablation.arms} == {
+        (t, i) for t in ("bf16", "fp16", "fp32") for i in ("bf16", "fp16", "fp32")}
+
+
+def test_paper_values_and_hidden_fork_settings(specs):
+    h = specs["sanity/grpo"].hyper
+    assert (h.weight_decay, h.betas, h.eps, h.norm_adv_by_std) == (0.0, (0.9, 0.95), 1e-15, False)
+    assert (h.loss_scale_factor, h.max_response_length, h.clip_ratio_high) == (8192, 8192, 0.28)
+    assert specs["sanity/grpo_token_tis"].hyper.is_threshold == 2.0
+    assert specs["sanity/grpo_seq_mis"].hyper.is_threshold == 10.0
+    gspo = specs["sanity/gspo"].hyper
+    assert (gspo.clip_ratio_low, gspo.clip_ratio_high) == (3e-4, 4e-4)
+    assert specs["sanity/pg_seq_tis"].variant_of == "sanity/pg_seq_mis"
+
+
+def test_every_panel_of_figures_1_and_2_has_one_experiment(specs):
+    for fig in ("fig1", "fig2"):
+        panels = [p.panel for s in specs.values() for p in s.paper if p.panel.startswith(fig)]
+        assert sorted(panels) == [f"{fig}{c}" for c in "abcdefghijkl"]
+
+
+def test_every_hyper_value_has_a_source(specs):
+    for spec in specs.values():
+        for field in registry.HYPER_FIELDS:
+            if getattr(spec.hyper, field) is not None:
+                assert f"hyper.{field}" in spec.sources, (spec.name, field)
+
+
+def test_tiny_profiles_validate(specs):
+    for name in specs:
+        tiny = registry.load_experiment(name, "tiny")
+        assert tiny.model == "tiny" and tiny.resources.gpus_per_node == 1
+
+
+def _write(root: Path, rel: str, doc: dict) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """A private registry: a copy of the sanity base plus one experiment to break."""
+    base = yaml.safe_load((registry.EXPERIMENTS_DIR / "_base" / "sanity.yaml").read_text())
+    _write(tmp_path, "_base/sanity.yaml", base)
+    good = {"extends": "_base/sanity.yaml", "description": "x", "algorithm": "grpo", "sources": {"algorithm": "t"}}
+    _write(tmp_path, "fam/exp.yaml", good)
+    return tmp_path, good
+
+
+@pytest.mark.parametrize("change,field", [
+    ({"algorithm": "ppo2"}, "algorithm"),
+    ({"precision": ["fp8"]}, "precision[0]"),
+    ({"hyper": {"learning_rate": 1e-6}}, "hyper.learning_rate"),
+    ({"hyper": {"lr": "fast"}}, "hyper.lr"),
+    ({"hyper": {"is_threshold": 2.0}}, "sources.hyper.is_threshold"),
+    ({"algorithm": "grpo_token_tis", "hyper": {"is_threshold": None}}, "hyper.is_threshold"),
+    ({"backend": "deepspeed"}, "backend"),
+    ({"modle": "x"}, "modle"),
+    ({"extends": "_base/nope.yaml"}, "extends"),
+])
+def test_bad_specs_name_file_and_field(tree, change, field):
+    root, good = tree
+    _write(root, "fam/exp.yaml", {**good, **change})
+    with pytest.raises(SpecError) as err:
+        registry.load_experiment("fam/exp", root=root)
+    assert err.value.field == field and err.value.path.endswith("fam/exp.yaml")
+    assert str(err.value).startswith(f"{root.name}/fam/exp.yaml: field '{field}'")
+
+
+def test_missing_field_is_named(tree):
+    root, good = tree
+    base = yaml.safe_load((root / "_base/sanity.yaml").read_text())
+    del base["model"]
+    _write(root, "_base/sanity.yaml", base)
+    with pytest.raises(SpecError, match="field 'model': missing"):
+        registry.load_experiment("fam/exp", root=root)
+
+
+def test_unknown_experiment_is_a_clear_error():
+    with pytest.raises(UserError, match="unknown experiment 'sanity/grp'.*sanity/grpo"):
+        registry.load_experiment("sanity/grp")
+
+
+def test_select_globs_in_registry_order():
+    names = [s.name for s in registry.select(["sanity/grpo*", "moe/*"])]
+    assert names == ["sanity/grpo", "sanity/grpo_seq_mis", "sanity/grpo_token_tis",
+                     "moe/grpo_seq_mis", "moe/grpo_token_tis", "moe/pg_seq_tis"]

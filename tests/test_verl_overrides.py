@@ -1,0 +1,181 @@
+"""The proof: every experiment × precision arm composes on verl 0.9.1's own Hydra config, instantiates verl's config
+dataclasses, and its precision, algorithm and optimizer settings land where verl reads them."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from precision_rl import registry
+from precision_rl.algorithms import UNCAPPED
+from precision_rl.precision import PrecisionArm
+from precision_rl.verl_overrides import RunContext, compose, config_name, to_dataclasses, verl_overrides
+
+SPECS = registry.load_all("paper")
+ARMS = [(name, arm.label) for name, spec in SPECS.items() for arm in spec.arms]
+CTX = RunContext(run_name="t-run", seed=7, data_dir=Path("/data"), metrics_path=Path("/runs/r/metrics.jsonl"),
+                 checkpoint_dir=Path("/runs/r/checkpoints"), gpus_per_node=8, nnodes=2)
+
+
+def _build(name: str, label: str, overrides_hook=None):
+    spec = SPECS[name]
+    arm = spec.arm(label)
+    overrides = verl_overrides(spec, arm, CTX)
+    if overrides_hook:
+        overrides = overrides_hook(overrides)
+    cfg = compose(config_name(spec), overrides)
+    return spec, arm, cfg, to_dataclasses(cfg)
+
+
+def _to_dtype(text: str) -> torch.dtype:
+    from verl.utils.torch_dtypes import PrecisionType
+
+    return PrecisionType.to_dtype(text)
+
+
+def assert_precision_landed(spec, arm: PrecisionArm, cfg, dc) -> None:
+    """Check the arm's dtypes where verl 0.9.1 reads them (FSDP engine, Megatron engine, vLLM rollout)."""
+    assert dc["rollout"].dtype == arm.vllm_dtype
+    assert getattr(torch, dc["rollout"].dtype) == arm.infer_dtype
+    if spec.backend == "fsdp":
+        for role in ("actor", "ref"):
+            mp = cfg.actor_rollout_ref[role].fsdp_config.get("mixed_precision")
+            assert mp is not None, f"{role} has no mixed_precision"
+            # FSDPEngine._build_fsdp_module reads mixed_precision.get("param_dtype", "bf16") etc.
+            assert _to_dtype(mp.get("param_dtype", "bf16")) == arm.train_dtype
+            assert _to_dtype(mp.get("reduce_dtype", "fp32")) == torch.float32
+            assert _to_dtype(mp.get("buffer_dtype", "fp32")) == torch.float32
+        assert _to_dtype(dc["actor"].fsdp_config.mixed_precision["param_dtype"]) == arm.train_dtype
+        if arm.train == "fp32":
+            assert cfg.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
+            assert cfg.actor_rollout_ref.model.use_remove_padding is False
+    else:
+        assert dc["actor"].megatron.dtype == {"fp16": "float16", "bf16": "bfloat16"}[arm.train]
+        assert cfg.actor_rollout_ref.ref.megatron.dtype == dc["actor"].megatron.dtype
+
+
+def assert_algorithm_landed(spec, cfg, dc) -> None:
+    """Check the algorithm's loss mode, advantage estimator and rollout-correction settings."""
+    actor, corr, algo = dc["actor"], dc["rollout_correction"], dc["algorithm"]
+    assert algo.adv_estimator == "grpo"
+    h = spec.hyper
+    bypass = spec.algorithm.startswith("pg_")
+    assert actor.policy_loss.loss_mode == {"gspo": "gspo"}.get(spec.algorithm, "bypass_mode" if bypass else "vanilla")
+    assert corr.bypass_mode is bypass
+    expected_is = {"grpo_token_tis": "token", "grpo_seq_mis": "sequence"}.get(spec.algorithm)
+    if bypass:
+        expected_is = "sequence"
+        assert corr.loss_type == "reinforce"
+        actor_corr = actor.policy_loss.rollout_correction
+        assert actor_corr["loss_type"] == "reinforce" and actor_corr["bypass_mode"] is True
+        assert actor_corr["rollout_is"] == "sequence"
+    assert corr.rollout_is == expected_is
+    cap = UNCAPPED if spec.algorithm == "pg_seq_is" else h.is_threshold
+    if expected_is is not None:
+        assert float(corr.rollout_is_threshold) == pytest.approx(cap)
+    if spec.algorithm in ("grpo_seq_mis", "pg_seq_mis"):
+        assert corr.rollout_rs == "seq_sum_k1"
+        lower, upper = (float(x) for x in str(corr.rollout_rs_threshold).split("_"))
+        assert 1 / upper <= 1e-5 and 1 / lower == pytest.approx(cap)
+    else:
+        assert corr.rollout_rs is None
+    if spec.algorithm == "dapo":
+        assert cfg.algorithm.filter_groups.enable is True
+        assert cfg.reward.reward_kwargs.overlong_buffer_cfg.len == h.overlong_buffer_len
+    assert cfg.actor_rollout_ref.rollout.calculate_log_probs is True
+
+
+def assert_hyper_landed(spec, cfg, dc) -> None:
+    """Check the optimizer, loss and batch settings, building verl's own optimizer where it can run on CPU."""
+    h, actor = spec.hyper, dc["actor"]
+    if h.loss_agg_mode:
+        assert actor.loss_agg_mode == h.loss_agg_mode
+    if h.loss_scale_factor:
+        assert actor.loss_scale_factor == h.loss_scale_factor
+    if h.norm_adv_by_std is not None:
+        assert dc["algorithm"].norm_adv_by_std_in_grpo is h.norm_adv_by_std
+    for field in ("clip_ratio_low", "clip_ratio_high", "clip_ratio_c", "ppo_mini_batch_size"):
+        if getattr(h, field) is not None:
+            assert getattr(actor, field) == pytest.approx(getattr(h, field))
+    if h.train_batch_size:
+        assert cfg.data.train_batch_size == h.train_batch_size
+    assert cfg.data.seed == CTX.seed and dc["rollout"].seed == CTX.seed
+    assert cfg.trainer.logger == ["console", "file"]
+    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH == str(CTX.metrics_path)
+    if spec.backend == "fsdp":
+        from verl.workers.config.optimizer import build_optimizer
+
+        opt = build_optimizer([torch.nn.Parameter(torch.zeros(2))], actor.optim)
+        group = opt.param_groups[0]
+        assert group["lr"] == pytest.approx(h.lr if h.lr is not None else 1e-6)
+        if h.betas:
+            assert tuple(group["betas"]) == pytest.approx(h.betas)
+        if h.eps:
+            assert group["eps"] == pytest.approx(h.eps)
+        if h.weight_decay is not None:
+            assert group["weight_decay"] == pytest.approx(h.weight_decay)
+    else:
+        over = actor.optim.override_optimizer_config
+        if h.betas:
+            assert (over["adam_beta1"], over["adam_beta2"]) == pytest.approx(h.betas)
+        if h.eps:
+            assert over["adam_eps"] == pytest.approx(h.eps)
+    if spec.lora:
+        assert cfg.actor_rollout_ref.model.lora_rank == spec.lora.rank
+        assert cfg.actor_rollout_ref.model.lora_alpha == spec.lora.alpha
+
+
+@pytest.mark.parametrize("name,label", ARMS, ids=[f"{n}-{a}" for n, a in ARMS])
+def test_every_arm_composes_and_lands(name, label):
+    spec, arm, cfg, dc = _build(name, label)
+    assert_precision_landed(spec, arm, cfg, dc)
+    assert_algorithm_landed(spec, cfg, dc)
+    assert_hyper_landed(spec, cfg, dc)
+
+
+def test_the_grid_covers_every_arm():
+    assert len(ARMS) == sum(len(s.arms) for s in SPECS.values()) >= 37
+
+
+def test_a_misspelled_precision_key_fails_the_proof():
+    def misspell(overrides):
+        return [o.replace("mixed_precision.param_dtype", "mixed_precision.param_dtyp") for o in overrides]
+
+    spec, arm, cfg, dc = _build("sanity/grpo", "fp16", misspell)
+    with pytest.raises(AssertionError):
+        assert_precision_landed(spec, arm, cfg, dc)
+
+
+def test_the_legacy_dtype_key_is_rejected_by_verl():
+    # PR #4036's actor.dtype no longer exists in 0.9.1 (verl_spec.md §1): composition itself must fail.
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException, match="actor_rollout_ref.actor.dtype"):
+        _build("sanity/grpo", "fp16", lambda o: o + ["actor_rollout_ref.actor.dtype=float16"])
+
+
+def test_seq_mis_bound_masks_exactly_ratios_above_cap():
+    """Run verl's own rejection sampler with the composed threshold: ρ ≤ C is kept, ρ > C is masked."""
+    from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_rejection_mask
+
+    _, _, _, dc = _build("sanity/grpo_seq_mis", "bf16")
+    corr = dc["rollout_correction"]
+    cap = SPECS["sanity/grpo_seq_mis"].hyper.is_threshold
+    ratios = torch.tensor([0.05, 1.0, cap * 0.9, cap * 1.1, cap * 5])
+    rollout = torch.zeros(len(ratios), 1)
+    old = torch.log(ratios).unsqueeze(1)
+    _, mask, _ = compute_rollout_correction_and_rejection_mask(
+        old_log_prob=old, rollout_log_prob=rollout, response_mask=torch.ones_like(old),
+        rollout_is=corr.rollout_is, rollout_is_threshold=corr.rollout_is_threshold,
+        rollout_rs=corr.rollout_rs, rollout_rs_threshold=corr.rollout_rs_threshold)
+    assert mask.squeeze(1).tolist() == [1, 1, 1, 0, 0]
+
+
+def test_hydra_would_misread_an_unquoted_bound():
+    # The pitfall the quoting avoids: Hydra reads 0.5_100 as the number 0.51.
+    cfg = compose("ppo_trainer", ["algorithm.rollout_correction.rollout_rs_threshold=0.5_100"])
+    assert not isinstance(cfg.algorithm.rollout_correction.rollout_rs_threshold, str)
+    assert math.isclose(cfg.algorithm.rollout_correction.rollout_rs_threshold, 0.51)
