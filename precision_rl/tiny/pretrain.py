@@ -1,0 +1,152 @@
+"""SFT of the tiny base model on generated arithmetic, to a partial accuracy at temperature 1, cached by config.
+
+``ensure_tiny_model()`` returns the cached model directory, building it (with a progress bar) when absent.
+Deterministic given the config's seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import random
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from precision_rl.errors import UserError
+from precision_rl.tiny.model import (IM_END, TinyModelConfig, build_random_model, cache_root)
+from precision_rl.tiny.problems import make_problems, user_message
+
+TINY_MODEL_ALIAS = "tiny"
+
+
+@dataclass(frozen=True)
+class PretrainConfig:
+    """SFT recipe of the tiny base model (part of the cache key)."""
+
+    model: TinyModelConfig = field(default_factory=TinyModelConfig)
+    problems: int = 20000
+    steps: int = 400
+    batch_size: int = 32
+    lr: float = 3e-3
+    warmup: int = 20
+    min_ops: int = 2
+    max_ops: int = 4
+    data_seed: int = 7
+
+    def key(self) -> str:
+        """Return a short hash identifying this recipe and its model configuration."""
+        import hashlib
+
+        blob = json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+
+def model_dir(config: PretrainConfig = PretrainConfig()) -> Path:
+    """Return where the SFT-trained tiny model of ``config`` is cached."""
+    return cache_root() / "tiny-model" / config.key()
+
+
+def _encode(tokenizer, problems) -> list[tuple[list[int], int]]:
+    """Return (token ids, prompt length) per problem: chat prompt + reference solution + end of turn."""
+    out = []
+    for p in problems:
+        prompt = tokenizer.apply_chat_template([{"role": "user", "content": user_message(p)}], tokenize=False,
+                                               add_generation_prompt=True)
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        response_ids = tokenizer(p.solution() + IM_END, add_special_tokens=False)["input_ids"]
+        out.append((prompt_ids + response_ids + [tokenizer.eos_token_id], len(prompt_ids)))
+    return out
+
+
+def sft(model, tokenizer, config: PretrainConfig, progress: bool = True) -> list[float]:
+    """Train ``model`` in place on reference solutions (loss on response tokens); return the loss per step."""
+    import torch
+    from tqdm import tqdm
+
+    torch.manual_seed(config.model.seed)
+    rng = random.Random(config.data_seed)
+    examples = _encode(tokenizer, make_problems(config.problems, seed=config.data_seed,
+                                                min_ops=config.min_ops, max_ops=config.max_ops))
+    opt = torch.optim.AdamW(model.parameters(), lr=config.lr, betas=(0.9, 0.95), weight_decay=0.01)
+
+    def lr_at(step: int) -> float:
+        if step < config.warmup:
+            return config.lr * (step + 1) / config.warmup
+        frac = (step - config.warmup) / max(1, config.steps - config.warmup)
+        return config.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+
+    losses = []
+    model.train()
+    bar = tqdm(range(config.steps), desc="tiny model SFT", disable=None if progress else True)
+    for step in bar:
+        batch = [examples[rng.randrange(len(examples))] for _ in range(config.batch_size)]
+        width = max(len(ids) for ids, _ in batch)
+        pad = tokenizer.pad_token_id
+        input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        labels = torch.full((len(batch), width), -100, dtype=torch.long)
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, (ids, prompt_len) in enumerate(batch):
+            input_ids[i, : len(ids)] = torch.tensor(ids)
+            labels[i, prompt_len: len(ids)] = torch.tensor(ids[prompt_len:])
+            attention[i, : len(ids)] = 1
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    model.eval()
+    return losses
+
+
+def build_tiny_model(out_dir: Path, config: PretrainConfig = PretrainConfig(), progress: bool = True) -> Path:
+    """Build the SFT-trained tiny model into ``out_dir`` atomically; return the directory."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out_dir = Path(out_dir)
+    work = out_dir.with_name(out_dir.name + ".building")
+    shutil.rmtree(work, ignore_errors=True)
+    started = time.time()
+    build_random_model(work, config.model)
+    tokenizer = AutoTokenizer.from_pretrained(work)
+    model = AutoModelForCausalLM.from_pretrained(work, dtype=torch.float32)
+    losses = sft(model, tokenizer, config, progress)
+    model.save_pretrained(work, safe_serialization=True)
+    (work / "pretrain.json").write_text(json.dumps({
+        "config": dataclasses.asdict(config), "key": config.key(), "final_loss": losses[-1],
+        "first_loss": losses[0], "seconds": round(time.time() - started, 1)}, indent=2))
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(work, out_dir)
+    return out_dir
+
+
+def ensure_tiny_model(config: PretrainConfig = PretrainConfig(), progress: bool = True) -> Path:
+    """Return the cached SFT-trained tiny model directory, building it first when it is missing."""
+    path = model_dir(config)
+    if (path / "pretrain.json").is_file():
+        return path
+    print(f"building the tiny model (cached in {path})", flush=True)
+    try:
+        return build_tiny_model(path, config, progress)
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise UserError(f"could not build the tiny model in {path}: {exc}") from exc
+
+
+def resolve_model(name: str) -> Path:
+    """Return the model directory for a registry ``model`` value at tiny scale (``tiny`` or a local path)."""
+    if name == TINY_MODEL_ALIAS:
+        return ensure_tiny_model()
+    path = Path(name).expanduser()
+    if not (path / "config.json").is_file():
+        raise UserError(f"tiny-scale model {name!r} is neither 'tiny' nor a local HF model directory")
+    return path

