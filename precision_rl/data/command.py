@@ -44,6 +44,17 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _without_math500(problems: list) -> list:
+    """Return ``problems`` minus any MATH500 question (the paper's sanity set has none), when MATH500 is at hand."""
+    from precision_rl.data.sources import shared_data_dir
+
+    suite = shared_data_dir() / "evaluation_suite"
+    if not suite.exists():
+        return problems
+    held_out = {" ".join(p.question.split()) for p in load_local(suite, "math").problems}
+    return [p for p in problems if " ".join(p.question.split()) not in held_out]
+
+
 def _rebuild(args, root: Path) -> list[BuildResult]:
     from precision_rl.data.rebuild import rebuild_sanity
     from precision_rl.data.store import dataset_dir
@@ -53,7 +64,8 @@ def _rebuild(args, root: Path) -> list[BuildResult]:
     if target.exists() and not args.overwrite:
         return [BuildResult(recipe.name, args.template, "exists", f"{target} (OVERWRITE=1 to rebuild)")]
     loaded = load_local(args.source) if args.source else load_hub(recipe.hub)
-    problems = loaded.problems[: args.limit] if args.limit else loaded.problems
+    problems = _without_math500(loaded.problems)
+    problems = problems[: args.limit] if args.limit else problems
     result = rebuild_sanity(args.model, problems, k=args.k, low=args.low, high=args.high, template=args.template,
                             dtype=args.dtype, max_tokens=args.max_tokens, seed=args.seed)
     if not result.kept:
