@@ -99,3 +99,16 @@ ablation: $(STAMP) ## Precision ablation: train x infer in {bf16, fp16, fp32} on
 
 clean-venv: ## Remove .venv (runs/, data/ and paper_figures/ are kept)
 	rm -rf $(VENV)
+
+# --- data recipes and the paper's grader ---
+.PHONY: data bench-grader
+DATA ?=
+SOURCE ?=
+OVERWRITE ?=
+
+data: $(STAMP) ## Build datasets as verl parquet under data/ (all reachable; DATA="sanity aime24" SOURCE=path OVERWRITE=1)
+	@$(PY) -m precision_rl data $(DATA) $(if $(SOURCE),--source '$(SOURCE)') \
+		$(if $(filter 1 true yes,$(OVERWRITE)),--overwrite)
+
+bench-grader: $(STAMP) ## Measure the grader's throughput on the shared MATH500/AMC/AIME answers
+	@$(PY) benchmarks/bench_grader.py

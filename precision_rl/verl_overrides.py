@@ -110,8 +110,11 @@ def config_name(spec: ExperimentSpec) -> str:
 
 def data_files(spec: ExperimentSpec, data_dir: Path) -> tuple[Path, list[Path]]:
     """Return the absolute training parquet and validation parquets of ``spec`` under ``data_dir``."""
+    from precision_rl.data.recipes import dataset_file
+
     root = Path(data_dir).resolve()
-    return root / spec.data.train / "train.parquet", [root / name / "test.parquet" for name in spec.data.val]
+    return (dataset_file(root, spec.data.train, "train", spec.template),
+            [dataset_file(root, name, "test", spec.template) for name in spec.data.val])
 
 
 def _optimizer_overrides(spec: ExperimentSpec) -> list[str]:

@@ -1,0 +1,1 @@
+"""Dataset recipes (``recipes``), their sources (``sources``), on-disk layout (``store``) and the sanity-set rebuild."""
