@@ -44,13 +44,17 @@ class VLLMRollout:
         import torch
         from vllm import LLM
 
-        threads = torch.get_num_threads()
+        threads, set_threads = torch.get_num_threads(), torch.set_num_threads
         affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
         self.dtype = dtype
+        # On CPU, gpu_memory_utilization is the fraction of host memory vLLM may claim; the KV cache itself is
+        # sized by VLLM_CPU_KVCACHE_SPACE.
         self.llm = LLM(model=str(model_dir), dtype=dtype, enforce_eager=True, seed=seed, max_model_len=max_model_len,
-                       max_num_seqs=max_num_seqs, gpu_memory_utilization=0.9, disable_log_stats=True)
-        # vLLM's CPU worker narrows this process's threads and cores for itself; training needs them back.
-        torch.set_num_threads(threads)
+                       max_num_seqs=max_num_seqs, gpu_memory_utilization=0.3, disable_log_stats=True)
+        # vLLM's CPU worker replaces torch.set_num_threads with a no-op and may pin this process's cores; the
+        # training engine shares the process and needs both back.
+        torch.set_num_threads = set_threads
+        set_threads(threads)
         if affinity:
             os.sched_setaffinity(0, affinity)
 

@@ -207,7 +207,8 @@ class TinyTrainer:
                         rollout_is_weights=None if is_weights is None else is_weights[micro])
                     losses.append(pg_loss)
                     for key, value in pg_metrics.items():
-                        collected.setdefault(f"actor/{key}", []).append(float(value))
+                        name = key if key.startswith("actor/") else f"actor/{key}"
+                        collected.setdefault(name, []).append(float(value))
                 grad_norm, _ = self.actor.step(losses)
                 collected.setdefault("actor/pg_loss", []).append(float(sum(x.detach() for x in losses)))
                 collected.setdefault("actor/grad_norm", []).append(grad_norm)
