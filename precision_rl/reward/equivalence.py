@@ -127,5 +127,18 @@ def math_verify_equal(pred: str, truth: str) -> bool:
         return False
 
 
+_WARM = False
+
+
+def warm_up() -> None:
+    """Import sympy, math-verify and pylatexenc and run each check once, so that no time limit pays for imports."""
+    global _WARM
+    if _WARM:
+        return
+    sympy_equal("x^2+2x+1", "(x+1)^2")
+    math_verify_equal("\\frac{1}{2}", "0.5")
+    _WARM = True
+
+
 # math-verify warns once per process that we handle timeouts ourselves; we do.
 logging.getLogger("math_verify").setLevel(logging.ERROR)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
-from precision_rl.reward.equivalence import math_verify_equal, mathd_equal, sympy_equal
+from precision_rl.reward.equivalence import math_verify_equal, mathd_equal, sympy_equal, warm_up
 from precision_rl.reward.extract import last_boxed
 from precision_rl.reward.normalize import mathd_normalize, strip_thousands
 from precision_rl.reward.timeout import run_with_timeout
@@ -91,6 +91,7 @@ def _equal(pred: str, truth: str, timeout_s: float, cache: bool = False) -> bool
     verdict = _numeric_verdict(pred, truth)
     if verdict is not None:
         return verdict
+    warm_up()
     timed_out = False
     for check in (sympy_equal, math_verify_equal):
         finished, equal = run_with_timeout(check, (pred, truth), timeout_s)

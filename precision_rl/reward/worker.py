@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from precision_rl.reward import equivalence  # noqa: F401 - import the heavy checks before saying "ready"
+from precision_rl.reward.equivalence import warm_up
 from precision_rl.reward.timeout import _recv, _run_with_signal, _send
 
 
@@ -17,6 +17,7 @@ def main() -> int:
     """Serve requests until stdin closes; return 0."""
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # anything a check prints must not corrupt the reply stream
+    warm_up()  # imports happen before "ready", outside any time limit
     _send(stdout, "ready")
     while True:
         try:
