@@ -20,6 +20,15 @@ from precision_rl.precision import PrecisionArm
 SCALER_GROWTH_INTERVAL = 400  # verl 0.9.1 FSDPEngine, from PR #4036
 
 
+@dataclass(frozen=True)
+class LoraSettings:
+    """LoRA adapter of the training engine (verl ``model.lora_rank/lora_alpha/target_modules``)."""
+
+    rank: int
+    alpha: float
+    targets: str = "all-linear"
+
+
 @dataclass
 class TokenBatch:
     """Right-padded prompt+response sequences and the response-aligned views the losses work on."""
@@ -33,7 +42,7 @@ class TokenBatch:
 
 def make_batch(prompts: list[list[int]], responses: list[list[int]], pad_id: int) -> TokenBatch:
     """Return the TokenBatch of paired prompt and response token lists."""
-    width = max(len(p) + len(r) for p, r in zip(prompts, responses))
+    width = max(len(p) + len(r) for p, r in zip(prompts, responses, strict=True))
     rlen = max(1, max(len(r) for r in responses))
     n = len(prompts)
     input_ids = torch.full((n, width), pad_id, dtype=torch.long)
@@ -41,7 +50,7 @@ def make_batch(prompts: list[list[int]], responses: list[list[int]], pad_id: int
     index = torch.zeros((n, rlen), dtype=torch.long)
     mask = torch.zeros((n, rlen), dtype=torch.float32)
     resp = torch.full((n, rlen), pad_id, dtype=torch.long)
-    for i, (p, r) in enumerate(zip(prompts, responses)):
+    for i, (p, r) in enumerate(zip(prompts, responses, strict=True)):
         seq = p + r
         input_ids[i, : len(seq)] = torch.tensor(seq, dtype=torch.long)
         attention[i, : len(seq)] = 1
@@ -61,14 +70,20 @@ def select(batch: TokenBatch, rows) -> TokenBatch:
 class TinyActor:
     """HF causal LM + optimizer + (fp16) loss scaler, computing in ``arm.train_dtype``."""
 
-    def __init__(self, model_dir: Path, arm: PrecisionArm, optimizer_config, grad_clip: float = 1.0):
+    def __init__(self, model_dir: Path, arm: PrecisionArm, optimizer_config, grad_clip: float = 1.0,
+                 lora: LoraSettings | None = None):
         from transformers import AutoModelForCausalLM
         from verl.workers.config.optimizer import build_optimizer
 
-        self.arm = arm
+        self.arm, self.lora = arm, lora
         self.model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32, attn_implementation="sdpa")
+        if lora is not None:
+            from peft import LoraConfig, get_peft_model
+
+            self.model = get_peft_model(self.model, LoraConfig(r=lora.rank, lora_alpha=lora.alpha,
+                                                               target_modules=lora.targets, lora_dropout=0.0))
         self.model.train()
-        self.optimizer = build_optimizer(self.model.parameters(), optimizer_config)
+        self.optimizer = build_optimizer([p for p in self.model.parameters() if p.requires_grad], optimizer_config)
         self.grad_clip = grad_clip
         self.scaler = (torch.amp.GradScaler("cpu", growth_interval=SCALER_GROWTH_INTERVAL)
                        if arm.uses_loss_scaling else None)
@@ -126,5 +141,20 @@ class TinyActor:
         return float(self.scaler.get_scale()) if self.scaler is not None else 1.0
 
     def state_dict_for_sync(self) -> dict[str, torch.Tensor]:
-        """Return the fp32 master weights by HF name (tied lm_head omitted), for the rollout engine."""
-        return {k: v.detach() for k, v in self.model.state_dict().items() if k != "lm_head.weight"}
+        """Return the fp32 master weights by HF name (tied lm_head omitted), for the rollout engine.
+
+        With LoRA the adapter is merged in fp32 for the copy (and unmerged after), so the engine receives
+        W + BA·α/r rounded once into its dtype — never through bf16 first (verl_spec.md §1).
+        """
+        if self.lora is None:
+            return {k: v.detach() for k, v in self.model.state_dict().items() if k != "lm_head.weight"}
+        self.model.merge_adapter()
+        try:
+            out = {}
+            for key, value in self.model.base_model.model.state_dict().items():
+                if "lora_" in key or key == "lm_head.weight":
+                    continue
+                out[key.replace(".base_layer.", ".")] = value.detach().clone()
+        finally:
+            self.model.unmerge_adapter()
+        return out

@@ -45,8 +45,8 @@ def _stamp(model_dir: Path, config: TinyDataConfig) -> dict:
 def ensure_datasets(model_dir: Path, train: str = TRAIN_RECIPE, val: tuple[str, ...] = (VAL_RECIPE,),
                     root: Path | None = None, config: TinyDataConfig = TinyDataConfig()) -> tuple[Path, list[Path]]:
     """Return (train parquet, [val parquet]) for the tiny model, building them when missing or stale."""
-    from precision_rl.data.recipes import Recipe, dataset_file, write_dataset
     from precision_rl.data.rebuild import rebuild_sanity
+    from precision_rl.data.recipes import Recipe, dataset_file, write_dataset
     from precision_rl.data.sources import Problem
     from precision_rl.tiny.problems import make_problems
 

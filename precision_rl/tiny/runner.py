@@ -111,10 +111,10 @@ def run_tiny(plan: RunPlan) -> int:
     import pandas as pd
 
     train_frame = pd.read_parquet(train_path)
-    val_sets = [_prompts(pd.read_parquet(p), tokenizer, name) for name, p in zip(spec.data.val, val_path)]
+    val_sets = [_prompts(pd.read_parquet(p), tokenizer, name) for name, p in zip(spec.data.val, val_path, strict=True)]
     train = _prompts(train_frame, tokenizer, spec.data.train)
-    if len(train.ids) < settings.train_batch_size:
-        raise UserError(f"{train_path} has {len(train.ids)} prompts, fewer than one batch of {settings.train_batch_size}")
+    if len(train.ids) < settings.gen_batch_size:
+        raise UserError(f"{train_path} has {len(train.ids)} prompts, fewer than one batch of {settings.gen_batch_size}")
 
     plan.argv = ["python", "-m", "precision_rl", *sys.argv[1:]] if sys.argv[0].endswith("precision_rl") or \
         "precision_rl" in sys.argv[0] else [sys.executable, *sys.argv]
@@ -141,7 +141,7 @@ def run_tiny(plan: RunPlan) -> int:
             bar = tqdm(range(done + 1, settings.total_steps + 1), desc=plan.name, disable=None, file=sys.stderr,
                        initial=done, total=settings.total_steps)
             for step in bar:
-                rows = batch_rows(len(train.ids), settings.train_batch_size, step, options.seed)
+                rows = batch_rows(len(train.ids), settings.gen_batch_size, step, options.seed)
                 metrics = trainer.step(Prompts([train.ids[i] for i in rows], [train.ground_truths[i] for i in rows],
                                                train.data_source), step)
                 metrics["training/global_step"] = step

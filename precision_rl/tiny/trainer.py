@@ -18,7 +18,7 @@ import torch
 from precision_rl.precision import PrecisionArm
 from precision_rl.registry import ExperimentSpec
 from precision_rl.tiny import metrics as M
-from precision_rl.tiny.actor import TinyActor, make_batch, select
+from precision_rl.tiny.actor import LoraSettings, TinyActor, make_batch, select
 from precision_rl.tiny.rollout import Sample, VLLMRollout
 from precision_rl.verl_overrides import RunContext, compose, config_name, to_dataclasses, verl_overrides
 
@@ -51,6 +51,11 @@ class TinySettings:
     rollout_rs: str | None
     rollout_rs_threshold: float | str | None
     grad_clip: float
+    gen_batch_size: int
+    filter_groups_metric: str | None = None
+    overlong_buffer_len: int | None = None
+    overlong_penalty_factor: float = 1.0
+    lora: LoraSettings | None = None
 
 
 def verl_settings(spec: ExperimentSpec, arm: PrecisionArm, seed: int, extra: list[str] | None = None):
@@ -62,6 +67,8 @@ def verl_settings(spec: ExperimentSpec, arm: PrecisionArm, seed: int, extra: lis
     dc = to_dataclasses(cfg)
     actor, rollout, corr = dc["actor"], cfg.actor_rollout_ref.rollout, dc["rollout_correction"]
     val = rollout.val_kwargs
+    model = cfg.actor_rollout_ref.model
+    overlong = (cfg.get("reward", {}).get("reward_kwargs", {}) or {}).get("overlong_buffer_cfg")
     settings = TinySettings(
         train_batch_size=int(cfg.data.train_batch_size), rollout_n=int(rollout.n),
         mini_batch_prompts=int(cfg.actor_rollout_ref.actor.ppo_mini_batch_size),
@@ -75,6 +82,12 @@ def verl_settings(spec: ExperimentSpec, arm: PrecisionArm, seed: int, extra: lis
         loss_agg_mode=actor.loss_agg_mode, bypass=bool(corr.bypass_mode), rollout_is=corr.rollout_is,
         rollout_is_threshold=corr.rollout_is_threshold, rollout_rs=corr.rollout_rs,
         rollout_rs_threshold=corr.rollout_rs_threshold, grad_clip=float(actor.optim.clip_grad),
+        gen_batch_size=int(cfg.data.gen_batch_size or cfg.data.train_batch_size),
+        filter_groups_metric=cfg.algorithm.filter_groups.metric if cfg.algorithm.filter_groups.enable else None,
+        overlong_buffer_len=int(overlong.len) if overlong and overlong.enable else None,
+        overlong_penalty_factor=float(overlong.penalty_factor) if overlong and overlong.enable else 1.0,
+        lora=LoraSettings(int(model.lora_rank), float(model.lora_alpha), str(model.target_modules))
+        if model.lora_rank else None,
     )
     return settings, actor
 
@@ -92,12 +105,17 @@ class TinyTrainer:
     """The RL loop state: engines, settings, the verl actor config and the grader's template."""
 
     def __init__(self, settings: TinySettings, actor_cfg, arm: PrecisionArm, model_dir: Path, template: str,
-                 seed: int, pad_id: int):
+                 seed: int, pad_id: int, rollout: VLLMRollout | None = None):
+        """Start the training engine and the vLLM engine (or reuse ``rollout``, loading this trainer's weights)."""
         self.s, self.actor_cfg, self.arm, self.template, self.seed, self.pad_id = (
             settings, actor_cfg, arm, template, seed, pad_id)
-        self.actor = TinyActor(model_dir, arm, actor_cfg.optim, settings.grad_clip)
-        self.rollout = VLLMRollout(model_dir, arm.vllm_dtype, seed,
-                                   max_model_len=settings.max_prompt_length + settings.max_response_length + 8)
+        self.actor = TinyActor(model_dir, arm, actor_cfg.optim, settings.grad_clip, settings.lora)
+        if rollout is not None and rollout.dtype != arm.vllm_dtype:
+            raise ValueError(f"a {rollout.dtype} engine cannot serve inference precision {arm.infer}")
+        self.rollout = rollout or VLLMRollout(model_dir, arm.vllm_dtype, seed,
+                                              max_model_len=settings.max_prompt_length + settings.max_response_length + 8)
+        if rollout is not None:
+            self.sync()
 
     # -- pieces of a step -------------------------------------------------------------------------------------
     def _grade(self, samples: list[Sample], ground_truths: list) -> np.ndarray:
@@ -107,10 +125,38 @@ class TinyTrainer:
                               self.template, [s.truncated for s in samples])
         return np.array([r.score for r in results], dtype=np.float32)
 
+    def _shaped(self, samples: list[Sample], scores: np.ndarray) -> np.ndarray:
+        """Return the rewards: the scores plus DAPO's overlong penalty when the experiment enables it."""
+        s = self.s
+        if s.overlong_buffer_len is None:
+            return scores
+        expected = s.max_response_length - s.overlong_buffer_len
+        exceed = np.array([len(x.response_ids) for x in samples], dtype=np.float32) - expected
+        return scores + np.minimum(-exceed / s.overlong_buffer_len * s.overlong_penalty_factor, 0.0)
+
+    def _filter_groups(self, samples: list[Sample], scores: np.ndarray, rewards: np.ndarray):
+        """Return samples, scores and rewards of at most train_batch_size groups whose metric varies (DAPO).
+
+        Groups in which every response got the same metric carry no GRPO signal and are dropped; unlike verl,
+        the tiny scale does not draw further generation batches to refill the batch.
+        """
+        s = self.s
+        if s.filter_groups_metric is None:
+            return samples, scores, rewards
+        metric = scores if s.filter_groups_metric == "acc" else rewards
+        groups: dict[int, list[int]] = {}
+        for i, x in enumerate(samples):
+            groups.setdefault(x.prompt_index, []).append(i)
+        kept = [g for g in groups.values() if np.std(metric[g]) > 0][: s.train_batch_size]
+        if not kept:
+            kept = list(groups.values())[:1]
+        rows = [i for g in kept for i in g]
+        return [samples[i] for i in rows], scores[rows], rewards[rows]
+
     def _token_rewards(self, scores: np.ndarray, mask: torch.Tensor) -> torch.Tensor:
         rewards = torch.zeros_like(mask)
         last = (mask.sum(-1).long() - 1).clamp(min=0)
-        rewards[torch.arange(mask.shape[0]), last] = torch.from_numpy(scores) * (mask.sum(-1) > 0)
+        rewards[torch.arange(mask.shape[0]), last] = torch.from_numpy(scores.astype(np.float32)) * (mask.sum(-1) > 0)
         return rewards
 
     def sync(self) -> None:
@@ -131,6 +177,9 @@ class TinyTrainer:
         timing["gen"] = time.perf_counter() - tick
         tick = time.perf_counter()
         scores = self._grade(samples, prompts.ground_truths)
+        rewards = self._shaped(samples, scores)
+        n_generated = len(samples)
+        samples, scores, rewards = self._filter_groups(samples, scores, rewards)
         timing["reward"] = time.perf_counter() - tick
 
         batch = make_batch([x.prompt_ids for x in samples], [x.response_ids for x in samples], self.pad_id)
@@ -144,7 +193,7 @@ class TinyTrainer:
         timing["old_log_prob"] = time.perf_counter() - tick
 
         tick = time.perf_counter()
-        token_rewards = self._token_rewards(scores, mask)
+        token_rewards = self._token_rewards(rewards, mask)
         uids = np.array([x.prompt_index for x in samples])
         advantages, _ = core_algos.compute_grpo_outcome_advantage(
             token_level_rewards=token_rewards, response_mask=mask, index=uids, norm_adv_by_std_in_grpo=s.norm_adv_by_std)
@@ -178,6 +227,10 @@ class TinyTrainer:
         metrics.update(M.step_metrics(scores, mask, old_logp, rollout_logp, entropy, advantages, samples,
                                       s.max_response_length, s.loss_agg_mode))
         metrics.update(M.precision_metrics(self.actor.loss_scale, self.actor.skipped_steps))
+        metrics["critic/rewards/mean"] = float(rewards.mean())
+        if s.filter_groups_metric is not None:
+            metrics["train/num_gen_batches"] = 1
+            metrics["train/kept_fraction"] = len(samples) / n_generated
         metrics.update({f"timing_s/{k}": v for k, v in timing.items()})
         n_tokens = int(batch.attention_mask.sum())
         metrics.update({"perf/total_num_tokens": n_tokens, "perf/throughput": n_tokens / timing["step"]})
