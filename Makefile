@@ -99,3 +99,55 @@ ablation: $(STAMP) ## Precision ablation: train x infer in {bf16, fp16, fp32} on
 
 clean-venv: ## Remove .venv (runs/, data/ and paper_figures/ are kept)
 	rm -rf $(VENV)
+
+# --- analysis: run logs -> tidy table -> figures, tables, checks (issue 6) ---
+.PHONY: collect figures tables check bench-analysis _analysis-always
+RUNS_DIR ?= $(or $(PRECISION_RL_RUNS),runs)
+RESULTS ?= results
+FIG_DIR ?= paper_figures
+WANDB_CSV ?=
+WANDB_SCALE ?= paper
+# RUN names the runs to check; the top of this Makefile also defines RUN (the launcher command), so only a
+# command-line RUN=... counts here.
+CHECK_RUNS = $(if $(filter command line,$(origin RUN)),$(RUN),)
+METRICS_TABLE := $(RESULTS)/metrics.parquet
+FIGURES := fig1_training_reward fig2_eval_accuracy fig3_mismatch_dynamics fig4_fp16_algorithms \
+	fig5_offline_mismatch ablation_precision
+FIG_SCALES := paper tiny
+ANALYSIS_CODE := $(addprefix precision_rl/,logs.py metrics.py series.py fileio.py analysis_cli.py runs.py)
+PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/,plotting.py figures.py mismatch_results.py registry.py) \
+	$(wildcard experiments/*/*.yaml)
+# Every run file (resumed attempts included) and every offline mismatch result; absent folders are fine.
+RUN_FILES = $(shell find $(RUNS_DIR) -path '$(RUNS_DIR)/mismatch' -prune -o -type f \
+	\( -name 'metrics*.jsonl' -o -name manifest.json \) -print 2>/dev/null)
+MISMATCH_FILES = $(shell find $(RUNS_DIR)/mismatch -type f 2>/dev/null)
+
+# The list of run files, rewritten only when it changes, so that a deleted run also refreshes the table.
+$(RESULTS)/runs.index: _analysis-always
+	@mkdir -p $(RESULTS)
+	@{ printf '%s\n' $(sort $(RUN_FILES) $(MISMATCH_FILES)) $(WANDB_CSV); echo "wandb-scale=$(WANDB_SCALE)"; } > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+
+$(METRICS_TABLE): $(RESULTS)/runs.index $(RUN_FILES) $(WANDB_CSV) analysis/collect.py $(ANALYSIS_CODE) | $(STAMP)
+	$(PY) analysis/collect.py --root $(RUNS_DIR) $(WANDB_CSV) --wandb-scale $(WANDB_SCALE) --out $(RESULTS)
+
+collect: $(METRICS_TABLE) ## Collect run logs into results/metrics.{parquet,csv}, runs.csv (WANDB_CSV='a.csv ...' adds wandb exports)
+
+# One file target per figure and scale: `make paper_figures/tiny/fig1_training_reward.png` (the PDF is written beside it).
+define FIGURE_RULE
+$(FIG_DIR)/%/$(1).png: analysis/$(1).py $(METRICS_TABLE) $(PLOT_CODE) $(MISMATCH_FILES) | $(STAMP)
+	$$(PY) analysis/$(1).py --scale $$* --results $(RESULTS) --mismatch $(RUNS_DIR)/mismatch --out $$@
+endef
+$(foreach f,$(FIGURES),$(eval $(call FIGURE_RULE,$(f))))
+
+figures: $(METRICS_TABLE) | $(STAMP) ## Redraw every figure at both scales into paper_figures/<scale>/ (PNG + PDF, local files only)
+	$(PY) analysis/figures.py --results $(RESULTS) --mismatch $(RUNS_DIR)/mismatch --out $(FIG_DIR)
+
+tables: $(METRICS_TABLE) | $(STAMP) ## Write results/summary.{csv,md}: peak/final reward, collapse step, accuracy, mismatch per run
+	$(PY) analysis/tables.py --results $(RESULTS)
+
+check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make check [RUN='sanity.grpo-fp16-s42 ...'] [SCALE=tiny]
+	$(PY) analysis/check.py $(foreach r,$(CHECK_RUNS),'$(r)') --scale $(SCALE) --results $(RESULTS)
+
+bench-analysis: | $(STAMP) ## Benchmark: 1,000,000 synthetic metric values -> table + every figure (goal <= 30 s)
+	$(PY) analysis/bench_analysis.py
