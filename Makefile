@@ -32,7 +32,7 @@ RUN_FLAGS = --scale $(SCALE) --seed $(SEED) --loggers $(LOGGERS) \
 	$(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
 	$(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(filter 1 true yes,$(RESUME)),--resume) \
 	$(if $(EXTRA),--extra '$(EXTRA)')
-RUN = $(PY) -m precision_rl run $(RUN_FLAGS)
+LAUNCH = $(PY) -m precision_rl run $(RUN_FLAGS)
 
 .PHONY: help setup test lint list show sanity-fp16 sanity-bf16 sanity fp16-comparison octothinker lora moe \
 	dense14b ablation clean-venv
@@ -71,31 +71,31 @@ show: $(STAMP) ## Print one experiment's resolved spec: make show EXP=sanity/grp
 	@$(PY) -m precision_rl show $(EXP) --scale $(if $(filter tiny,$(SCALE)),tiny,paper)
 
 sanity-fp16: $(STAMP) ## The paper's sanity test in FP16 (ALGO=grpo by default)
-	@$(RUN) sanity/$(ALGO) --precision fp16
+	@$(LAUNCH) sanity/$(ALGO) --precision fp16
 
 sanity-bf16: $(STAMP) ## The paper's sanity test in BF16 (ALGO=grpo by default)
-	@$(RUN) sanity/$(ALGO) --precision bf16
+	@$(LAUNCH) sanity/$(ALGO) --precision bf16
 
 sanity: $(STAMP) ## The whole sanity grid: every algorithm x {fp16, bf16} (Fig. 1/2 a-f, Fig. 3)
-	@$(RUN) 'sanity/*' $(if $(PRECISION),--precision $(PRECISION))
+	@$(LAUNCH) 'sanity/*' $(if $(PRECISION),--precision $(PRECISION))
 
 fp16-comparison: $(STAMP) ## FP16 algorithm comparison runs (Fig. 4)
-	@$(RUN) 'sanity/*' --panel fig4
+	@$(LAUNCH) 'sanity/*' --panel fig4
 
 octothinker: $(STAMP) ## OctoThinker-3B GRPO on MATH-12k, fp16 and bf16 (Fig. 1/2 g)
-	@$(RUN) 'octothinker/*' $(if $(PRECISION),--precision $(PRECISION))
+	@$(LAUNCH) 'octothinker/*' $(if $(PRECISION),--precision $(PRECISION))
 
 lora: $(STAMP) ## LoRA GRPO-Token-TIS on Qwen2.5-Math-1.5B, rank 32 and rank 1 variants (Fig. 1/2 h)
-	@$(RUN) 'lora/*' $(if $(PRECISION),--precision $(PRECISION))
+	@$(LAUNCH) 'lora/*' $(if $(PRECISION),--precision $(PRECISION))
 
 moe: $(STAMP) ## MoE Qwen3-30B-A3B: GRPO-Seq-MIS, GRPO-Token-TIS, PG-Seq-TIS (Fig. 1/2 i-k)
-	@$(RUN) 'moe/*' $(if $(PRECISION),--precision $(PRECISION))
+	@$(LAUNCH) 'moe/*' $(if $(PRECISION),--precision $(PRECISION))
 
 dense14b: $(STAMP) ## Dense Qwen3-14B-Base with DAPO (Fig. 1/2 l)
-	@$(RUN) 'dense14b/*' $(if $(PRECISION),--precision $(PRECISION))
+	@$(LAUNCH) 'dense14b/*' $(if $(PRECISION),--precision $(PRECISION))
 
 ablation: $(STAMP) ## Precision ablation: train x infer in {bf16, fp16, fp32} on the sanity test
-	@$(RUN) 'ablation/*' $(if $(PRECISION),--precision $(PRECISION))
+	@$(LAUNCH) 'ablation/*' $(if $(PRECISION),--precision $(PRECISION))
 
 clean-venv: ## Remove .venv (runs/, data/ and paper_figures/ are kept)
 	rm -rf $(VENV)
@@ -112,3 +112,55 @@ data: $(STAMP) ## Build datasets as verl parquet under data/ (all reachable; DAT
 
 bench-grader: $(STAMP) ## Measure the grader's throughput on the shared MATH500/AMC/AIME answers
 	@$(PY) benchmarks/bench_grader.py
+
+# --- analysis: run logs -> tidy table -> figures, tables, checks (issue 6) ---
+.PHONY: collect figures tables check bench-analysis _analysis-always
+RUNS_DIR ?= $(or $(PRECISION_RL_RUNS),runs)
+RESULTS ?= results
+FIG_DIR ?= paper_figures
+WANDB_CSV ?=
+WANDB_SCALE ?= paper
+# RUN names the runs to check (default: all).
+RUN ?=
+CHECK_RUNS = $(RUN)
+METRICS_TABLE := $(RESULTS)/metrics.parquet
+FIGURES := fig1_training_reward fig2_eval_accuracy fig3_mismatch_dynamics fig4_fp16_algorithms \
+	fig5_offline_mismatch ablation_precision
+FIG_SCALES := paper tiny
+ANALYSIS_CODE := $(addprefix precision_rl/,logs.py metrics.py series.py fileio.py analysis_cli.py runs.py)
+PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/,plotting.py figures.py mismatch_results.py registry.py) \
+	$(wildcard experiments/*/*.yaml)
+# Every run file (resumed attempts included) and every offline mismatch result; absent folders are fine.
+RUN_FILES = $(shell find $(RUNS_DIR) -path '$(RUNS_DIR)/mismatch' -prune -o -type f \
+	\( -name 'metrics*.jsonl' -o -name manifest.json \) -print 2>/dev/null)
+MISMATCH_FILES = $(shell find $(RUNS_DIR)/mismatch -type f 2>/dev/null)
+
+# The list of run files, rewritten only when it changes, so that a deleted run also refreshes the table.
+$(RESULTS)/runs.index: _analysis-always
+	@mkdir -p $(RESULTS)
+	@{ printf '%s\n' $(sort $(RUN_FILES) $(MISMATCH_FILES)) $(WANDB_CSV); echo "wandb-scale=$(WANDB_SCALE)"; } > $@.tmp
+	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+
+$(METRICS_TABLE): $(RESULTS)/runs.index $(RUN_FILES) $(WANDB_CSV) analysis/collect.py $(ANALYSIS_CODE) | $(STAMP)
+	$(PY) analysis/collect.py --root $(RUNS_DIR) $(WANDB_CSV) --wandb-scale $(WANDB_SCALE) --out $(RESULTS)
+
+collect: $(METRICS_TABLE) ## Collect run logs into results/metrics.{parquet,csv}, runs.csv (WANDB_CSV='a.csv ...' adds wandb exports)
+
+# One file target per figure and scale: `make paper_figures/tiny/fig1_training_reward.png` (the PDF is written beside it).
+define FIGURE_RULE
+$(FIG_DIR)/%/$(1).png: analysis/$(1).py $(METRICS_TABLE) $(PLOT_CODE) $(MISMATCH_FILES) | $(STAMP)
+	$$(PY) analysis/$(1).py --scale $$* --results $(RESULTS) --mismatch $(RUNS_DIR)/mismatch --out $$@
+endef
+$(foreach f,$(FIGURES),$(eval $(call FIGURE_RULE,$(f))))
+
+figures: $(METRICS_TABLE) | $(STAMP) ## Redraw every figure at both scales into paper_figures/<scale>/ (PNG + PDF, local files only)
+	$(PY) analysis/figures.py --results $(RESULTS) --mismatch $(RUNS_DIR)/mismatch --out $(FIG_DIR)
+
+tables: $(METRICS_TABLE) | $(STAMP) ## Write results/summary.{csv,md}: peak/final reward, collapse step, accuracy, mismatch per run
+	$(PY) analysis/tables.py --results $(RESULTS)
+
+check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make check [RUN='sanity.grpo-fp16-s42 ...'] [SCALE=tiny]
+	$(PY) analysis/check.py $(foreach r,$(CHECK_RUNS),'$(r)') --scale $(SCALE) --results $(RESULTS)
+
+bench-analysis: | $(STAMP) ## Benchmark: 1,000,000 synthetic metric values -> table + every figure (goal <= 30 s)
+	$(PY) analysis/bench_analysis.py
