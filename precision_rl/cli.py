@@ -1,4 +1,4 @@
-"""Command line: ``python -m precision_rl {list,show,run}``; every user error is one line and exit 2."""
+"""Command line: ``python -m precision_rl {list,show,run,mismatch}``; every user error is one line and exit 2."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import yaml
 from precision_rl import registry
 from precision_rl.errors import UserError
 from precision_rl.launch import RunOptions, execute, parse_loggers, plan_run
+from precision_rl.mismatch import run as mismatch_run
 from precision_rl.precision import PrecisionArm, parse_arm
 from precision_rl.registry import ExperimentSpec
 from precision_rl.scale import SCALE_CHOICES, resolve_scale
@@ -105,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--extra", default="", help="extra Hydra overrides, one shell-quoted string")
     run.add_argument("--loggers", default="console,file", help="verl loggers; 'file' is always on")
     run.set_defaults(func=cmd_run)
+    mismatch_run.add_parser(sub)
     return parser
 
 
