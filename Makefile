@@ -99,3 +99,27 @@ ablation: $(STAMP) ## Precision ablation: train x infer in {bf16, fp16, fp32} on
 
 clean-venv: ## Remove .venv (runs/, data/ and paper_figures/ are kept)
 	rm -rf $(VENV)
+
+# --- offline mismatch (issue 5) ---
+# make mismatch [MODEL=<hf id|path>] [DATA=tiny|<recipe>|<parquet>] [DTYPES="bf16 fp16"] [N=8] [MAX_TOKENS=128]
+#               [PAIRS=self|all|bf16-fp16,...] [OVERWRITE=1]; empty values take the CPU/GPU defaults of the tool.
+MODEL ?=
+DATA ?=
+DTYPES ?= bf16 fp16
+N ?=
+MAX_TOKENS ?=
+PAIRS ?= self
+OVERWRITE ?=
+MISMATCH_FLAGS = --dtypes '$(DTYPES)' --pairs '$(PAIRS)' $(if $(MODEL),--model '$(MODEL)') \
+	$(if $(DATA),--data '$(DATA)') $(if $(N),--n $(N)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS)) \
+	$(if $(filter 1 true yes,$(OVERWRITE)),--overwrite)
+.PHONY: mismatch bench-mismatch
+
+mismatch: $(STAMP) ## Offline mismatch (Fig. 5): vLLM mu vs HF pi per dtype -> runs/mismatch/<model>/<train>-<infer>/
+	@out=$$(VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl mismatch $(MISMATCH_FLAGS)) && \
+	echo "mismatch results: $$out" && \
+	if [ -f analysis/fig5_offline_mismatch.py ]; then $(PY) analysis/fig5_offline_mismatch.py "$$out"; fi
+
+bench-mismatch: $(STAMP) ## Benchmark the mismatch tool: generation vs recompute time and tokens/s per dtype
+	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl.mismatch.bench --dtypes '$(DTYPES)' \
+		$(if $(MODEL),--model '$(MODEL)') $(if $(N),--n $(N)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS))

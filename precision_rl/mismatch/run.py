@@ -187,10 +187,12 @@ def add_parser(sub) -> None:
 
 
 def cmd_mismatch(args: argparse.Namespace) -> int:
-    """Run the mismatch tool for the CLI; print the written directories; return 0."""
+    """Run the mismatch tool for the CLI; print the pair directories (stderr) and the model's result directory
+    (stdout); return 0."""
     start = time.perf_counter()
     written = run_mismatch(config_from_args(args), argv=sys.argv)
     for name, path in written.items():
-        print(f"{name}\t{path}")
+        print(f"{name}\t{path}", file=sys.stderr)
     print(f"done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
+    print(next(iter(written.values())).parent)  # stdout: the model's result directory, for scripts and make
     return 0
