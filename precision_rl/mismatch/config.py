@@ -35,7 +35,7 @@ class MismatchConfig:
     ignore_eos: bool = False
     max_model_len: int = 512
     batch_tokens: int = 8192
-    logit_chunk: int = 1024
+    logit_elems: int = 1 << 24
     overwrite: bool = False
     name: str | None = None
     device: str = "cpu"

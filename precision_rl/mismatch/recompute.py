@@ -2,7 +2,7 @@
 
 Semantics match vLLM's: logits in the compute dtype, then an fp32 log_softmax (divided by the temperature first
 when T != 1). Sequences go through in token-budget batches and the LM head runs on response positions only, in
-chunks, so full-vocab logits never exist for more than ``logit_chunk`` positions at a time.
+chunks, so at most ``logit_elems`` full-vocab logits exist at a time.
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def _batches(samples: list[Sample], batch_tokens: int) -> list[list[int]]:
 
 @torch.no_grad()
 def recompute(model: str, train: str, samples: list[Sample], mode: str = "fsdp", device: str = "cpu",
-              temperature: float = 1.0, batch_tokens: int = 8192, logit_chunk: int = 1024,
+              temperature: float = 1.0, batch_tokens: int = 8192, logit_elems: int = 1 << 24,
               net=None) -> Recompute:
     """Return pi (log-probabilities of the sampled tokens) for ``samples`` computed in ``train``, and the exact
     per-token KL(mu || pi) where a sample carries full-vocab mu. Samples that cannot be scored are dropped
@@ -117,24 +117,33 @@ def recompute(model: str, train: str, samples: list[Sample], mode: str = "fsdp",
                 mask[row, :len(full)] = 1
             with _autocast(train, mode, device):
                 hidden = body(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state
-                for row, s in enumerate(seqs):
-                    p, r = len(s.prompt_ids), len(s.response_ids)
-                    out = np.empty(r, dtype=np.float64)
-                    seq_kl = np.empty(r, dtype=np.float64) if s.full_logp_infer is not None else None
-                    for c0 in range(0, r, logit_chunk):
-                        c1 = min(r, c0 + logit_chunk)
-                        logits = head(hidden[row, p - 1 + c0:p - 1 + c1])
-                        lp = torch.log_softmax(logits.float() / temperature, dim=-1)
-                        target = torch.tensor(s.response_ids[c0:c1], device=lp.device)
-                        out[c0:c1] = lp.gather(-1, target[:, None])[:, 0].double().cpu().numpy()
-                        if seq_kl is not None:
-                            mu = torch.from_numpy(s.full_logp_infer[c0:c1]).to(lp.device, torch.float64)
-                            pi = lp.double()
-                            terms = torch.where(mu > -torch.inf, mu.exp() * (mu - pi), torch.zeros_like(mu))
-                            seq_kl[c0:c1] = terms.sum(-1).cpu().numpy()
-                    logp[index[s.seq_id]], kl[index[s.seq_id]] = out, seq_kl
-                    bar.update(r)
-            del hidden
+                # Hidden states that predict each response token, all rows of the batch concatenated.
+                rows = torch.cat([torch.full((len(s.response_ids),), r) for r, s in enumerate(seqs)])
+                cols = torch.cat([torch.arange(len(s.prompt_ids) - 1, len(s.prompt_ids) - 1 + len(s.response_ids))
+                                  for s in seqs])
+                h = hidden[rows.to(device), cols.to(device)]
+                del hidden
+                targets = torch.tensor([t for s in seqs for t in s.response_ids], device=device)
+                want_kl = all(s.full_logp_infer is not None for s in seqs)
+                mu_full = np.concatenate([s.full_logp_infer for s in seqs]) if want_kl else None
+                got = np.empty(len(targets), dtype=np.float64)
+                got_kl = np.empty(len(targets), dtype=np.float64) if want_kl else None
+                step = max(1, logit_elems // vocab)
+                for c0 in range(0, len(targets), step):
+                    c1 = min(len(targets), c0 + step)
+                    lp = torch.log_softmax(head(h[c0:c1]).float() / temperature, dim=-1)
+                    got[c0:c1] = lp.gather(-1, targets[c0:c1, None])[:, 0].double().cpu().numpy()
+                    if want_kl:
+                        mu = torch.from_numpy(mu_full[c0:c1]).to(lp.device, torch.float64)
+                        terms = torch.where(mu > -torch.inf, mu.exp() * (mu - lp.double()), torch.zeros_like(mu))
+                        got_kl[c0:c1] = terms.sum(-1).cpu().numpy()
+                    bar.update(c1 - c0)
+            offset = 0
+            for s in seqs:
+                r = len(s.response_ids)
+                logp[index[s.seq_id]] = got[offset:offset + r]
+                kl[index[s.seq_id]] = got_kl[offset:offset + r] if want_kl else None
+                offset += r
     engine = {"name": "transformers", "version": transformers.__version__, "dtype": train, "mode": mode,
               "torch": torch.__version__, "device": device}
     return Recompute(train, logp, kl, dropped, engine, time.perf_counter() - start, load_seconds)

@@ -110,7 +110,7 @@ def run_mismatch(cfg: MismatchConfig, argv: list[str] | None = None) -> dict[str
         for train in cfg.train_dtypes_for(infer):
             print(f"== recomputing {res.n_tokens} tokens in {train} ({cfg.train_mode}) ==", file=sys.stderr)
             recs[train] = recompute(model, train, res.samples, cfg.train_mode, cfg.device, cfg.temperature,
-                                    cfg.batch_tokens, cfg.logit_chunk)
+                                    cfg.batch_tokens, cfg.logit_elems)
             gc.collect()
         for arm in planned:
             if arm.infer != infer:

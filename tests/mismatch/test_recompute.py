@@ -46,7 +46,7 @@ def _samples(tok, reference, rng, count=5):
 def test_fp32_recompute_matches_independent_forward_and_batching(tiny_random_model, tok, reference):
     samples = _samples(tok, reference, np.random.default_rng(0))
     big = recompute(str(tiny_random_model), "fp32", samples, batch_tokens=10_000)
-    small = recompute(str(tiny_random_model), "fp32", samples, batch_tokens=64, logit_chunk=7)
+    small = recompute(str(tiny_random_model), "fp32", samples, batch_tokens=64, logit_elems=7 * 512)
     for s, a, b, kl in zip(samples, big.logp_train, small.logp_train, big.exact_kl, strict=True):
         assert np.max(np.abs(np.exp(a) - np.exp(s.logp_infer))) <= 1e-6
         assert np.max(np.abs(a - b)) <= 1e-5
