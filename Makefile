@@ -117,8 +117,9 @@ MISMATCH_FLAGS = --dtypes '$(DTYPES)' --pairs '$(PAIRS)' $(if $(MODEL),--model '
 
 mismatch: $(STAMP) ## Offline mismatch (Fig. 5): vLLM mu vs HF pi per dtype -> runs/mismatch/<model>/<train>-<infer>/
 	@out=$$(VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl mismatch $(MISMATCH_FLAGS)) && \
-	echo "mismatch results: $$out" && \
-	if [ -f analysis/fig5_offline_mismatch.py ]; then $(PY) analysis/fig5_offline_mismatch.py "$$out"; fi
+	read -r scale dir <<< "$$out" && echo "mismatch results ($$scale scale): $$dir" && \
+	if [ -f analysis/fig5_offline_mismatch.py ]; then \
+		$(PY) analysis/fig5_offline_mismatch.py --scale "$$scale" --mismatch "$$(dirname "$$dir")"; fi
 
 bench-mismatch: $(STAMP) ## Benchmark the mismatch tool: generation vs recompute time and tokens/s per dtype
 	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl.mismatch.bench --dtypes '$(DTYPES)' \

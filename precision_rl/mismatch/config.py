@@ -60,6 +60,11 @@ class MismatchConfig:
                             "teacher-forced recompute does not model")
 
     @property
+    def scale(self) -> str:
+        """Return the figure scale the results belong to: ``tiny`` on a CPU, ``paper`` on a GPU."""
+        return "tiny" if self.device == "cpu" else "paper"
+
+    @property
     def infer_dtypes(self) -> tuple[str, ...]:
         """Return every inference dtype that needs a vLLM sampling pass, in a stable order."""
         return tuple(p for p in PRECISIONS if any(a.infer == p for a in self.pairs))

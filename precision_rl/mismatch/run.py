@@ -117,7 +117,8 @@ def run_mismatch(cfg: MismatchConfig, argv: list[str] | None = None) -> dict[str
                 continue
             rec = recs[arm.train]
             tokens, sequences, numbers = pair_result(res.samples, rec, recs.get(REFERENCE) if cfg.reference else None)
-            summary = {"model": model, "train_dtype": arm.train, "infer_dtype": arm.infer, **numbers,
+            summary = {"model": model, "train_dtype": arm.train, "infer_dtype": arm.infer, "scale": cfg.scale,
+                       **numbers,
                        "n_retokenize_mismatch": retok,
                        "is_reference_pair": arm not in cfg.pairs,
                        "engines": {"infer": res.engine, "train": rec.engine},
@@ -187,12 +188,13 @@ def add_parser(sub) -> None:
 
 
 def cmd_mismatch(args: argparse.Namespace) -> int:
-    """Run the mismatch tool for the CLI; print the pair directories (stderr) and the model's result directory
-    (stdout); return 0."""
+    """Run the mismatch tool for the CLI; print the pair directories (stderr), then one stdout line
+    ``<scale>\t<model result directory>``; return 0."""
     start = time.perf_counter()
-    written = run_mismatch(config_from_args(args), argv=sys.argv)
+    cfg = config_from_args(args)
+    written = run_mismatch(cfg, argv=sys.argv)
     for name, path in written.items():
         print(f"{name}\t{path}", file=sys.stderr)
     print(f"done in {time.perf_counter() - start:.0f} s", file=sys.stderr)
-    print(next(iter(written.values())).parent)  # stdout: the model's result directory, for scripts and make
+    print(f"{cfg.scale}\t{next(iter(written.values())).parent}")  # stdout, for make: scale, model dir
     return 0

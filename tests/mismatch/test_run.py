@@ -42,6 +42,7 @@ def test_writes_every_pair_and_reference(result):
         assert summary["engines"]["infer"]["name"] == "vllm" and summary["engines"]["infer"]["version"]
         assert summary["engines"]["infer"]["model_config_dtype"].endswith(
             {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[summary["infer_dtype"]])
+        assert summary["scale"] == "tiny" and summary["model"] == cfg.model
         assert summary["is_reference_pair"] == (name in ("fp32-bf16", "fp32-fp16"))
 
 
