@@ -94,10 +94,16 @@ def run_mismatch(cfg: MismatchConfig, argv: list[str] | None = None) -> dict[str
     outputs.check_free([root / pair_dirname(a) for a in planned], cfg.overwrite)
     try:
         tokenizer = AutoTokenizer.from_pretrained(model)
-        vocab = AutoConfig.from_pretrained(model).vocab_size
+        model_config = AutoConfig.from_pretrained(model)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot load model {model!r}: {str(exc).splitlines()[0]}") from None
+    vocab = model_config.vocab_size
     prompts = prompt_token_ids(tokenizer, cfg.data, cfg.num_prompts, cfg.seed)
+    context = getattr(model_config, "max_position_embeddings", None)
+    longest = max(len(p) for p in prompts) + cfg.max_tokens
+    if context is not None and longest > context:
+        raise UserError(f"the longest prompt ({longest - cfg.max_tokens} tokens) plus MAX_TOKENS={cfg.max_tokens} "
+                        f"exceeds the model's {context} positions: lower MAX_TOKENS")
     full_vocab = exact_vocab(cfg, vocab, len(prompts))
     written: dict[str, Path] = {}
     summaries: dict[str, dict] = {}

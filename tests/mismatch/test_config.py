@@ -74,4 +74,6 @@ def test_missing_data_and_model_are_clear_errors(tiny_random_model, tmp_path, mo
     assert "no 'prompt' column" in capsys.readouterr().err
     assert main(["mismatch", "--model", str(tmp_path / "no-model"), "--device", "cpu"]) == 2
     assert "cannot load model" in capsys.readouterr().err
+    assert main(["mismatch", "--model", str(tiny_random_model), "--max-tokens", "5000", "--device", "cpu"]) == 2
+    assert "exceeds the model's 512 positions" in capsys.readouterr().err
     assert not any(tmp_path.rglob("summary.json"))
