@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from precision_rl.errors import UserError
@@ -39,7 +39,6 @@ class MismatchConfig:
     overwrite: bool = False
     name: str | None = None
     device: str = "cpu"
-    extra: dict = field(default_factory=dict)
 
     def __post_init__(self):
         for d in self.dtypes:

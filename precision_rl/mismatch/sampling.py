@@ -62,6 +62,8 @@ def sample(model: str, infer: str, prompts: list[list[int]], n: int, max_tokens:
     if device == "cpu":
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+    # vLLM logs to stdout by default; the CLI's stdout carries only its result line (read by `make mismatch`).
+    os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
     import vllm
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
