@@ -107,6 +107,7 @@ def run_mismatch(cfg: MismatchConfig, argv: list[str] | None = None) -> dict[str
     full_vocab = exact_vocab(cfg, vocab, len(prompts))
     written: dict[str, Path] = {}
     summaries: dict[str, dict] = {}
+    run_id = runs.utc_stamp()  # shared by every pair of this invocation (ratios pair only these)
     for infer in cfg.infer_dtypes:
         print(f"== sampling {len(prompts)} prompts x {cfg.n} in {infer} with vLLM ==", file=sys.stderr)
         res: SamplingResult = sample(model, infer, prompts, cfg.n, cfg.max_tokens, cfg.temperature, cfg.seed,
@@ -124,7 +125,7 @@ def run_mismatch(cfg: MismatchConfig, argv: list[str] | None = None) -> dict[str
             rec = recs[arm.train]
             tokens, sequences, numbers = pair_result(res.samples, rec, recs.get(REFERENCE) if cfg.reference else None)
             summary = {"model": model, "train_dtype": arm.train, "infer_dtype": arm.infer, "scale": cfg.scale,
-                       **numbers,
+                       "run_id": run_id, **numbers,
                        "n_retokenize_mismatch": retok,
                        "is_reference_pair": arm not in cfg.pairs,
                        "engines": {"infer": res.engine, "train": rec.engine},
@@ -147,7 +148,7 @@ def run_mismatch(cfg: MismatchConfig, argv: list[str] | None = None) -> dict[str
     if "bf16-bf16" in summaries and "fp16-fp16" in summaries:
         ratio = metrics.ratios(summaries["bf16-bf16"], summaries["fp16-fp16"])
         for name in ("bf16-bf16", "fp16-fp16"):
-            outputs.update_summary(written[name], ratios_bf16_over_fp16=ratio)
+            outputs.update_summary(written[name], ratios_bf16_over_fp16={**ratio, "run_id": run_id})
     return written
 
 

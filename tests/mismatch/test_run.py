@@ -64,6 +64,7 @@ def test_bf16_mismatch_exceeds_fp16(result):
     assert bf16["ratios_bf16_over_fp16"]["mean_abs_prob_diff"] == pytest.approx(
         bf16["mean_abs_prob_diff"] / fp16["mean_abs_prob_diff"])
     assert fp16["ratios_bf16_over_fp16"] == bf16["ratios_bf16_over_fp16"]
+    assert bf16["ratios_bf16_over_fp16"]["run_id"] == bf16["run_id"] == fp16["run_id"]
     # each engine's own error against the fp32 reference is also larger in bf16
     for side in ("infer_vs_ref", "train_vs_ref"):
         assert bf16["reference"][side]["mean_abs_prob_diff"] > fp16["reference"][side]["mean_abs_prob_diff"]
