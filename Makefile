@@ -164,3 +164,26 @@ check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make chec
 
 bench-analysis: | $(STAMP) ## Benchmark: 1,000,000 synthetic metric values -> table + every figure (goal <= 30 s)
 	$(PY) analysis/bench_analysis.py
+
+# --- offline mismatch (issue 5) ---
+# make mismatch [MODEL=<hf id|path>] [DATA=tiny|<recipe>|<parquet>] [DTYPES="bf16 fp16"] [N=8] [MAX_TOKENS=128]
+#               [PAIRS=self|all|bf16-fp16,...] [OVERWRITE=1]; empty values take the CPU/GPU defaults of the tool.
+MODEL ?=
+DTYPES ?= bf16 fp16
+N ?=
+MAX_TOKENS ?=
+PAIRS ?= self
+MISMATCH_FLAGS = --dtypes '$(DTYPES)' --pairs '$(PAIRS)' $(if $(MODEL),--model '$(MODEL)') \
+	$(if $(DATA),--data '$(DATA)') $(if $(N),--n $(N)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS)) \
+	$(if $(filter 1 true yes,$(OVERWRITE)),--overwrite)
+.PHONY: mismatch bench-mismatch
+
+mismatch: $(STAMP) ## Offline mismatch (Fig. 5): vLLM mu vs HF pi per dtype -> runs/mismatch/<model>/<train>-<infer>/
+	@out=$$(VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl mismatch $(MISMATCH_FLAGS)) && \
+	read -r scale dir <<< "$$out" && echo "mismatch results ($$scale scale): $$dir" && \
+	if [ -f analysis/fig5_offline_mismatch.py ]; then \
+		$(PY) analysis/fig5_offline_mismatch.py --scale "$$scale" --mismatch "$$(dirname "$$dir")"; fi
+
+bench-mismatch: $(STAMP) ## Benchmark the mismatch tool: generation vs recompute time and tokens/s per dtype
+	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl.mismatch.bench --dtypes '$(DTYPES)' \
+		$(if $(MODEL),--model '$(MODEL)') $(if $(N),--n $(N)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS))

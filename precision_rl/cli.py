@@ -1,4 +1,5 @@
-"""Command line: ``python -m precision_rl {list,show,run,data}``; every user error is one line and exit 2."""
+"""Command line: ``python -m precision_rl {list,show,run,data,mismatch,tiny-model}``; every user error is one line
+and exit 2."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from precision_rl import registry
 from precision_rl.data import command as data_command
 from precision_rl.errors import UserError
 from precision_rl.launch import RunOptions, execute, parse_loggers, plan_run
+from precision_rl.mismatch import run as mismatch_run
 from precision_rl.precision import PrecisionArm, parse_arm
 from precision_rl.registry import ExperimentSpec
 from precision_rl.scale import SCALE_CHOICES, resolve_scale
@@ -113,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--loggers", default="console,file", help="verl loggers; 'file' is always on")
     run.set_defaults(func=cmd_run)
     data_command.add_parser(sub)
+    mismatch_run.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,133 @@
+"""What one mismatch run measures: model, prompts, sampling settings and the (train, infer) dtype pairs."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from precision_rl.errors import UserError
+from precision_rl.precision import PRECISIONS, PrecisionArm, check_precision
+
+GPU_DEFAULT_MODEL = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
+TINY_DATA = "tiny"
+TRAIN_MODES = ("fsdp", "pure")
+REFERENCE = "fp32"
+
+
+@dataclass(frozen=True)
+class MismatchConfig:
+    """One mismatch run. ``pairs`` are the (train, infer) arms to write; ``reference`` adds fp32 recomputes."""
+
+    model: str
+    data: str = TINY_DATA
+    dtypes: tuple[str, ...] = ("bf16", "fp16")
+    pairs: tuple[PrecisionArm, ...] = ()
+    n: int = 8
+    max_tokens: int = 128
+    num_prompts: int = 8
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 0
+    train_mode: str = "fsdp"
+    reference: bool = True
+    exact_kl: str = "auto"
+    ignore_eos: bool = False
+    max_model_len: int = 512
+    batch_tokens: int = 8192
+    logit_elems: int = 1 << 24
+    overwrite: bool = False
+    name: str | None = None
+    device: str = "cpu"
+
+    def __post_init__(self):
+        for d in self.dtypes:
+            check_precision(d, "mismatch dtype")
+        if not self.dtypes:
+            raise UserError("DTYPES is empty: give at least one of " + ", ".join(PRECISIONS))
+        if self.n < 1 or self.max_tokens < 1 or self.num_prompts < 1:
+            raise UserError(f"N, MAX_TOKENS and the prompt count must be >= 1 (got {self.n}, {self.max_tokens}, "
+                            f"{self.num_prompts})")
+        if self.train_mode not in TRAIN_MODES:
+            raise UserError(f"unknown training-engine mode {self.train_mode!r}: choose one of {', '.join(TRAIN_MODES)}")
+        if self.exact_kl not in ("auto", "on", "off"):
+            raise UserError(f"exact KL must be auto, on or off, got {self.exact_kl!r}")
+        if self.temperature <= 0:
+            raise UserError(f"temperature must be > 0, got {self.temperature}")
+        if self.top_p != 1.0:
+            raise UserError("top_p must be 1: with top_p < 1, mu is the truncated distribution, which the "
+                            "teacher-forced recompute does not model")
+
+    @property
+    def scale(self) -> str:
+        """Return the figure scale the results belong to: ``tiny`` on a CPU, ``paper`` on a GPU."""
+        return "tiny" if self.device == "cpu" else "paper"
+
+    @property
+    def infer_dtypes(self) -> tuple[str, ...]:
+        """Return every inference dtype that needs a vLLM sampling pass, in a stable order."""
+        return tuple(p for p in PRECISIONS if any(a.infer == p for a in self.pairs))
+
+    def train_dtypes_for(self, infer: str) -> tuple[str, ...]:
+        """Return the training dtypes recomputed on the samples of ``infer`` (pairs first, then the reference)."""
+        wanted = [a.train for a in self.pairs if a.infer == infer]
+        if self.reference and REFERENCE not in wanted:
+            wanted.append(REFERENCE)
+        return tuple(dict.fromkeys(wanted))
+
+
+def parse_dtypes(text: str | list[str]) -> tuple[str, ...]:
+    """Return the dtype names in ``text`` (space or comma separated), each checked against the precision table."""
+    items = text if isinstance(text, list) else [text]
+    names = [t for chunk in items for t in re.split(r"[\s,]+", chunk) if t]
+    for name in names:
+        check_precision(name, "mismatch dtype")
+    return tuple(dict.fromkeys(names))
+
+
+def parse_pairs(text: str | None, dtypes: tuple[str, ...]) -> tuple[PrecisionArm, ...]:
+    """Return the (train, infer) pairs: ``self`` (each dtype with itself), ``all`` (every train x infer over
+    ``dtypes``), or an explicit list like ``bf16-fp16,fp16-bf16`` (train-infer). Self pairs always come first."""
+    pairs = [PrecisionArm(d, d) for d in dtypes]
+    text = (text or "self").strip()
+    if text == "all":
+        pairs += [PrecisionArm(t, i) for t in dtypes for i in dtypes]
+    elif text != "self":
+        for item in re.split(r"[\s,]+", text):
+            if not item:
+                continue
+            parts = item.split("-")
+            if len(parts) != 2:
+                raise UserError(f"bad pair {item!r}: write train-infer, e.g. bf16-fp16 (or PAIRS=self / all)")
+            pairs.append(PrecisionArm(parts[0], parts[1]))
+    return tuple(dict.fromkeys(pairs))
+
+
+def pair_dirname(arm: PrecisionArm) -> str:
+    """Return a pair's result directory name ``<train>-<infer>``."""
+    return f"{arm.train}-{arm.infer}"
+
+
+def model_slug(model: str) -> str:
+    """Return the directory name of a model: a local dir's name, or an HF id with ``/`` written as ``--``."""
+    path = Path(model)
+    if path.exists():
+        return path.resolve().name
+    return model.strip("/").replace("/", "--")
+
+
+def default_model(device: str) -> str:
+    """Return the default model: the trained tiny model on CPU (the random tiny model until the SFT one exists),
+    R1-Distill-1.5B on a GPU. This is the one place the lead switches when the SFT model lands."""
+    if device != "cpu":
+        return GPU_DEFAULT_MODEL
+    try:
+        from precision_rl.tiny.pretrain import ensure_tiny_model  # lands with the tiny-scale issue
+    except ImportError:
+        from precision_rl.tiny.model import build_random_model, cache_root
+
+        out = cache_root() / "tiny-random"
+        if not (out / "config.json").is_file():
+            build_random_model(out)
+        return str(out)
+    return str(ensure_tiny_model())
