@@ -34,6 +34,8 @@ RUN_FLAGS = --scale $(SCALE) --seed $(SEED) --loggers $(LOGGERS) \
 	$(if $(EXTRA),--extra '$(EXTRA)')
 LAUNCH = $(PY) -m precision_rl run $(RUN_FLAGS)
 
+
+.PHONY: tiny-model bench bench-tiny
 .PHONY: help setup test lint list show sanity-fp16 sanity-bf16 sanity fp16-comparison octothinker lora moe \
 	dense14b ablation clean-venv
 
@@ -96,6 +98,14 @@ dense14b: $(STAMP) ## Dense Qwen3-14B-Base with DAPO (Fig. 1/2 l)
 
 ablation: $(STAMP) ## Precision ablation: train x infer in {bf16, fp16, fp32} on the sanity test
 	@$(LAUNCH) 'ablation/*' $(if $(PRECISION),--precision $(PRECISION))
+
+tiny-model: $(STAMP) ## Build the cached tiny model (SFT on generated arithmetic) and its tiny sanity set
+	@$(PY) -m precision_rl tiny-model --data
+
+bench: bench-tiny bench-analysis bench-mismatch bench-grader ## Run every benchmark (tiny RL, analysis, mismatch, grader)
+
+bench-tiny: $(STAMP) ## Benchmark the tiny scale: make sanity-fp16/-bf16 wall time, reward, step breakdown, mismatch
+	@$(PY) benchmarks/bench_tiny.py
 
 clean-venv: ## Remove .venv (runs/, data/ and paper_figures/ are kept)
 	rm -rf $(VENV)

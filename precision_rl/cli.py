@@ -92,6 +92,22 @@ def cmd_run(args) -> int:
     return status
 
 
+def cmd_tiny_model(args) -> int:
+    """Build (or find) the cached SFT-trained tiny model and the tiny sanity set; print where they are; return 0."""
+    import json
+
+    from precision_rl.tiny.data import ensure_datasets
+    from precision_rl.tiny.pretrain import ensure_tiny_model
+
+    path = ensure_tiny_model()
+    meta = json.loads((path / "pretrain.json").read_text())
+    print(f"tiny model: {path} (SFT loss {meta['first_loss']:.2f} -> {meta['final_loss']:.2f}, {meta['seconds']} s)")
+    if args.data:
+        train, val = ensure_datasets(path)
+        print(f"tiny sanity set: {train}\ntiny validation set: {val[0]}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the command line."""
     parser = argparse.ArgumentParser(prog="precision_rl", description=__doc__)
@@ -116,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     data_command.add_parser(sub)
     mismatch_run.add_parser(sub)
+    tiny = sub.add_parser("tiny-model", help="build the cached tiny model (and with --data its sanity set)")
+    tiny.add_argument("--data", action="store_true", help="also build the tiny sanity and validation sets")
+    tiny.set_defaults(func=cmd_tiny_model)
     return parser
 
 

@@ -52,7 +52,7 @@ def success_rates(llm, problems: Sequence[Problem], k: int, template: str, max_t
     from vllm import SamplingParams
 
     tpl = get_template(template)
-    params = SamplingParams(n=k, temperature=temperature, top_p=1.0, max_tokens=max_tokens, seed=seed,
+    params = SamplingParams(n=k, temperature=temperature, top_p=1.0, max_tokens=max_tokens,
                             stop=list(tpl.stop) or None, include_stop_str_in_output=bool(tpl.stop))
     prompts = prompt_texts(llm.get_tokenizer(), [p.question for p in problems], template)
     outputs = llm.generate(prompts, params, use_tqdm=True)

@@ -65,9 +65,12 @@ def ensure_datasets(model_dir: Path, train: str = TRAIN_RECIPE, val: tuple[str, 
     pool, held_out = [to_problem(p) for p in generated[: config.pool]], [to_problem(p) for p in generated[config.pool:]]
     print(f"building {TRAIN_RECIPE}: {config.k} samples x {len(pool)} generated problems, keeping "
           f"{config.low:.0%}-{config.high:.0%} success", flush=True)
+    from precision_rl.tiny.rollout import VLLMRollout
+
+    engine = VLLMRollout(Path(model_dir), config.dtype, config.seed, max_model_len=config.max_tokens + 128)
     result = rebuild_sanity(str(model_dir), pool, k=config.k, low=config.low, high=config.high, template=TEMPLATE,
-                            dtype=config.dtype, max_tokens=config.max_tokens, seed=config.seed,
-                            max_model_len=config.max_tokens + 128)
+                            dtype=config.dtype, max_tokens=config.max_tokens, seed=config.seed, llm=engine.llm)
+    del engine
     if len(result.kept) < 16:
         raise UserError(f"the tiny model solved too few problems in [{config.low}, {config.high}] "
                         f"({len(result.kept)} of {len(pool)}); rebuild the model with `make tiny-model`")

@@ -19,7 +19,10 @@ from precision_rl.tiny.problems import make_problems, user_message
 
 EOS, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-SPECIAL_TOKENS = (EOS, IM_START, IM_END, THINK_OPEN, THINK_CLOSE)
+SPECIAL_TOKENS = (EOS, IM_START, IM_END)
+# As in DeepSeek-R1-Distill's tokenizer, the think tags are single added tokens but not special ones, so decoded
+# text keeps them (the grader needs exactly one "</think>" in the response).
+THINK_TOKENS = (THINK_OPEN, THINK_CLOSE)
 # ChatML turns; the generation prompt opens the assistant turn with "<think>\n" as R1-Distill's template does.
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -56,7 +59,7 @@ def cache_root() -> Path:
 
 def build_tokenizer(config: TinyModelConfig):
     """Return a PreTrainedTokenizerFast trained locally on generated sanity-style text."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     problems = make_problems(config.tokenizer_corpus, seed=config.seed)
@@ -68,8 +71,9 @@ def build_tokenizer(config: TinyModelConfig):
     trainer = trainers.BpeTrainer(vocab_size=config.vocab_size, special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator(corpus, trainer=trainer)
+    tok.add_tokens([AddedToken(t, special=False, normalized=False) for t in THINK_TOKENS])
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=EOS, pad_token=EOS, bos_token=EOS,
-                                   additional_special_tokens=[IM_START, IM_END, THINK_OPEN, THINK_CLOSE])
+                                   additional_special_tokens=[IM_START, IM_END])
     fast.chat_template = CHAT_TEMPLATE
     return fast
 

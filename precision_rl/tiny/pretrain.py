@@ -29,12 +29,12 @@ class PretrainConfig:
 
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
     problems: int = 20000
-    steps: int = 400
+    steps: int = 600
     batch_size: int = 32
     lr: float = 3e-3
     warmup: int = 20
     min_ops: int = 2
-    max_ops: int = 4
+    max_ops: int = 3
     data_seed: int = 7
 
     def key(self) -> str:

