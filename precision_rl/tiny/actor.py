@@ -82,6 +82,10 @@ class TinyActor:
 
             self.model = get_peft_model(self.model, LoraConfig(r=lora.rank, lora_alpha=lora.alpha,
                                                                target_modules=lora.targets, lora_dropout=0.0))
+        if arm.train == "fp16":
+            from precision_rl.tiny.half_linear import use_half_linears
+
+            use_half_linears(self.model)
         self.model.train()
         self.optimizer = build_optimizer([p for p in self.model.parameters() if p.requires_grad], optimizer_config)
         self.grad_clip = grad_clip
