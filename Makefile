@@ -64,7 +64,7 @@ test: $(STAMP) ## Run the test suite (CPU)
 	$(PY) -m pytest -q tests
 
 lint: $(STAMP) ## Lint the code with ruff
-	$(PY) -m ruff check precision_rl tests analysis
+	$(PY) -m ruff check precision_rl tests analysis benchmarks
 
 list: $(STAMP) ## Print the experiment registry as a table
 	@$(PY) -m precision_rl list

@@ -76,6 +76,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--experiment", default="sanity/grpo")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--existing", action="store_true",
+                        help="summarize the newest finished runs of both arms instead of launching new ones")
     args = parser.parse_args()
     from precision_rl.tiny.pretrain import ensure_tiny_model
 
@@ -85,7 +87,15 @@ def main() -> int:
     out = {"experiment": args.experiment, "seed": args.seed, "model_build_or_cache_s": round(build_s, 1),
            "machine": runs.hardware()}
     for precision in ("fp16", "bf16"):
-        run_dir, wall = run_arm(precision, args.seed, args.experiment)
+        if args.existing:
+            run_dir = runs.latest_run_dir(runs.runs_root(), "tiny", args.experiment, precision, args.seed)
+            if run_dir is None:
+                raise SystemExit(f"error: no tiny run of {args.experiment} {precision} seed {args.seed} to summarize")
+            attempt = runs.read_manifest(run_dir)["attempts"][0]
+            parse = lambda t: time.mktime(time.strptime(t, "%Y%m%dT%H%M%SZ"))  # noqa: E731
+            wall = parse(attempt["ended"]) - parse(attempt["started"])
+        else:
+            run_dir, wall = run_arm(precision, args.seed, args.experiment)
         summary = summarize(run_dir)
         summary["wall_s"] = round(wall, 1)
         manifest = runs.read_manifest(run_dir)
@@ -103,8 +113,8 @@ def main() -> int:
     dest = REPO_ROOT / "results" / "bench" / f"tiny-{runs.utc_stamp()}.json"
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(out, indent=2))
-    print(f"\n| arm | wall (s) | final reward (last 5) | first step >= 0.95 | step s (gen / recompute / update / sync) "
-          f"| update tok/s vs bare HF | mean abs(pi-mu) | k3 KL |\n|---|---|---|---|---|---|---|---|")
+    print("\n| arm | wall (s) | final reward (last 5) | first step >= 0.95 | step s (gen / recompute / update / sync) "
+          "| update tok/s vs bare HF | mean abs(pi-mu) | k3 KL |\n|---|---|---|---|---|---|---|---|")
     for p in ("fp16", "bf16"):
         s = out[p]
         t_ = s["step_seconds"]

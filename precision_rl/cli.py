@@ -147,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
         argv, rest = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)
     args.overrides = rest  # after `--`: extra Hydra overrides, passed through verbatim
+    import signal
+
+    def _terminate(signum, frame):
+        raise KeyboardInterrupt  # a kill records an interrupted run, as Ctrl-C does
+
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args)
     except UserError as exc:

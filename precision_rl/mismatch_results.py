@@ -32,6 +32,8 @@ def find_pairs(root: Path) -> list[tuple[str, str, str, Path]]:
     found = []
     for summary in sorted(root.glob(f"*/*/{SUMMARY}")):
         pair_dir = summary.parent
+        if pair_dir.name.startswith(".") or pair_dir.parent.name.startswith("."):
+            continue  # a folder the mismatch tool is still writing (or left by a killed run)
         train, _, infer = pair_dir.name.partition("-")
         if train not in PRECISIONS or infer not in PRECISIONS:
             raise UserError(f"{pair_dir}: mismatch result folders are named <train>-<infer> with dtypes in "

@@ -27,6 +27,7 @@ class TinyDataConfig:
     k: int = 16
     low: float = 0.2
     high: float = 0.8
+    max_train: int = 48  # the paper trains ~88 epochs over its set; a small set gives the tiny run ~20 epochs
     val_problems: int = 64
     seed: int = 11
     max_tokens: int = 96
@@ -74,9 +75,11 @@ def ensure_datasets(model_dir: Path, train: str = TRAIN_RECIPE, val: tuple[str, 
     if len(result.kept) < 16:
         raise UserError(f"the tiny model solved too few problems in [{config.low}, {config.high}] "
                         f"({len(result.kept)} of {len(pool)}); rebuild the model with `make tiny-model`")
-    provenance = {"generator": "precision_rl.tiny.problems", **stamp, "pool": len(pool), "kept": len(result.kept)}
+    kept = result.kept[: config.max_train]
+    provenance = {"generator": "precision_rl.tiny.problems", **stamp, "pool": len(pool),
+                  "in_band": len(result.kept), "kept": len(kept)}
     write_dataset(Recipe(TRAIN_RECIPE, "Tiny sanity set: generated arithmetic filtered by the tiny model",
-                         "train", TEMPLATE), result.kept, provenance, root)
+                         "train", TEMPLATE), kept, provenance, root)
     write_dataset(Recipe(VAL_RECIPE, "Tiny validation set: held-out generated arithmetic (unfiltered)",
                          "test", TEMPLATE), held_out, provenance, root)
     stamp_path.write_text(json.dumps(stamp, indent=2))

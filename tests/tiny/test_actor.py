@@ -35,7 +35,7 @@ def test_loss_scaling_only_in_fp16(tiny_random_model, train, scaled):
     assert (actor.scaler is not None) is scaled
     batch = make_batch([[5, 6]], [[7, 8, 9]], pad_id=0)
     before = [p.detach().clone() for p in actor.model.parameters()]
-    for attempt in range(24):
+    for attempt in range(24):  # noqa: B007 - read after the loop
         logp, _ = actor.forward(batch)
         norm, skipped = actor.step([-logp.sum()])
         unchanged = all(torch.equal(a, b) for a, b in zip(before, actor.model.parameters(), strict=True))
