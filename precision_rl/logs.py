@@ -124,6 +124,9 @@ def read_metrics_file(path: Path, into: RunMetrics) -> int:
     return read
 
 
+MISMATCH_DIR = "mismatch"
+
+
 def _manifest_info(run_dir: Path) -> RunInfo:
     try:
         doc = runs.read_manifest(run_dir)
@@ -177,8 +180,11 @@ def load_run_dir(run_dir: Path) -> RunMetrics:
 
 
 def find_run_dirs(root: Path) -> list[Path]:
-    """Return every run directory (a folder holding ``manifest.json``) under ``root``, sorted."""
-    return sorted(p.parent for p in Path(root).rglob(runs.MANIFEST))
+    """Return every run directory (a folder holding ``manifest.json``) under ``root``, sorted; the offline
+    mismatch tool's results (``<root>/mismatch/``, read by ``mismatch_results``) are not training runs."""
+    root = Path(root)
+    return sorted(p.parent for p in root.rglob(runs.MANIFEST)
+                  if MISMATCH_DIR not in p.relative_to(root).parts[:1])
 
 
 # --------------------------------------------------------------------------------------------- the table
