@@ -5,10 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-PROBS_DIFF_MAX = "mismatch/probs_diff_max"  # signed max over tokens of π − μ (verl logs only |π − μ|)
-PROBS_DIFF_MIN = "mismatch/probs_diff_min"
-LOSS_SCALE = "precision/loss_scale"
-SKIPPED_STEPS = "precision/skipped_steps"
+from precision_rl.metrics import LOSS_SCALE, PROBS_DIFF_MAX, PROBS_DIFF_MIN, SKIPPED_STEPS
 
 
 def _masked(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
