@@ -157,6 +157,10 @@ def run_tiny(plan: RunPlan) -> int:
             finish_attempt(plan, "interrupted", None)
             print(f"interrupted: {plan.run_dir} is valid; RESUME=1 continues it", file=sys.stderr)
             raise
+        except Exception:
+            logger.finish()
+            finish_attempt(plan, "failed", None)
+            raise
         logger.finish()
     log_file.close()
     finish_attempt(plan, "finished", 0)
