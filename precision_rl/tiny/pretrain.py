@@ -29,7 +29,7 @@ class PretrainConfig:
 
     model: TinyModelConfig = field(default_factory=TinyModelConfig)
     problems: int = 20000
-    steps: int = 600
+    steps: int = 1200
     batch_size: int = 32
     lr: float = 3e-3
     warmup: int = 20
