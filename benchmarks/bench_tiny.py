@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from precision_rl import REPO_ROOT, runs
+from precision_rl.precision import VLLM_DTYPES
 
 STEP_PARTS = ("gen", "reward", "old_log_prob", "adv", "update_actor", "sync", "step")
 
@@ -102,7 +103,7 @@ def main() -> int:
         settings = manifest["tiny"]["settings"]
         seqs = settings["train_batch_size"] * settings["rollout_n"]
         length = int(round(summary["tokens_per_step"] / seqs))
-        summary["bare_hf_tokens_per_s"] = bare_hf_tokens_per_s(model_dir, {"fp16": "float16", "bf16": "bfloat16"}[precision],
+        summary["bare_hf_tokens_per_s"] = bare_hf_tokens_per_s(model_dir, VLLM_DTYPES[precision],
                                                                seqs, length)
         # The trainer's recompute + update do one forward and one forward+backward per token.
         update_tokens_per_s = summary["tokens_per_step"] / summary["step_seconds"]["update_actor"]
