@@ -47,6 +47,8 @@ class Hyper:
     filter_overlong_prompts: bool | None = None
     lr: float | None = None
     lr_warmup_steps: int | None = None
+    lr_scheduler_type: str | None = None  # constant | cosine
+    min_lr_ratio: float | None = None  # cosine's floor, as a fraction of lr
     weight_decay: float | None = None
     betas: tuple[float, float] | None = None
     eps: float | None = None

@@ -71,7 +71,8 @@ MEGATRON_PARALLEL_KEYS = {
     "megatron_expert_parallel": "expert_model_parallel_size",
 }
 ALGORITHM_FIELDS = {f.name for f in dataclasses.fields(AlgorithmSettings)}
-RENDERED_BY_NAME = {"betas", "eps", "val_temperature"} | set(MEGATRON_PARALLEL_KEYS)
+VERL_DEFAULT_LR = 1e-6  # actor_rollout_ref.actor.optim.lr in verl 0.9.1's ppo_trainer and ppo_megatron_trainer
+RENDERED_BY_NAME = {"betas", "eps", "val_temperature", "lr_scheduler_type", "min_lr_ratio"} | set(MEGATRON_PARALLEL_KEYS)
 
 
 @dataclass(frozen=True)
@@ -125,7 +126,16 @@ def _optimizer_overrides(spec: ExperimentSpec) -> list[str]:
             out.append(f"{ACTOR}.optim.betas={hydra_value(list(h.betas))}")
         if h.eps is not None:
             out.append(f"+{ACTOR}.optim.override_optimizer_config.eps={h.eps!r}")
+        if h.lr_scheduler_type is not None:
+            out.append(f"{ACTOR}.optim.lr_scheduler_type={h.lr_scheduler_type}")
+        if h.min_lr_ratio is not None:
+            out.append(f"{ACTOR}.optim.min_lr_ratio={h.min_lr_ratio!r}")
         return out
+    # Megatron's scheduler names the same schedule lr_decay_style, with an absolute floor min_lr.
+    if h.lr_scheduler_type is not None:
+        out.append(f"{ACTOR}.optim.lr_decay_style={h.lr_scheduler_type}")
+    if h.min_lr_ratio is not None:
+        out.append(f"{ACTOR}.optim.min_lr={(h.lr if h.lr is not None else VERL_DEFAULT_LR) * h.min_lr_ratio!r}")
     # verl 0.9.1's init_megatron_optim_config ignores optim.betas: Megatron's own names go through the override.
     if h.betas is not None:
         out += [f"+{ACTOR}.optim.override_optimizer_config.adam_beta1={h.betas[0]!r}",

@@ -123,9 +123,43 @@ def assert_hyper_landed(spec, cfg, dc) -> None:
             assert (over["adam_beta1"], over["adam_beta2"]) == pytest.approx(h.betas)
         if h.eps:
             assert over["adam_eps"] == pytest.approx(h.eps)
+    assert_schedule_landed(spec, dc["actor"].optim)
     if spec.lora:
         assert cfg.actor_rollout_ref.model.lora_rank == spec.lora.rank
         assert cfg.actor_rollout_ref.model.lora_alpha == spec.lora.alpha
+
+
+def assert_schedule_landed(spec, optim) -> None:
+    """Check the LR schedule where each engine reads it (FSDP: lr_scheduler_type/min_lr_ratio; Megatron:
+    lr_decay_style/min_lr), verl's constant schedule standing when the experiment names none."""
+    h = spec.hyper
+    lr = h.lr if h.lr is not None else 1e-6
+    if spec.backend == "fsdp":
+        assert optim.lr_scheduler_type == (h.lr_scheduler_type or "constant")
+        assert (optim.min_lr_ratio or 0.0) == pytest.approx(h.min_lr_ratio or 0.0)
+    else:
+        assert optim.lr_decay_style == (h.lr_scheduler_type or "constant")
+        assert optim.min_lr == pytest.approx(lr * (h.min_lr_ratio or 0.0))
+
+
+@pytest.mark.parametrize("name", ["sanity/grpo", "dense14b/dapo"])
+def test_a_cosine_schedule_lands_on_either_backend(name):
+    import dataclasses
+
+    spec = SPECS[name]
+    spec = dataclasses.replace(spec, hyper=dataclasses.replace(spec.hyper, lr_scheduler_type="cosine", min_lr_ratio=0.1))
+    dc = to_dataclasses(compose(config_name(spec), verl_overrides(spec, spec.arms[0], CTX)))
+    assert_schedule_landed(spec, dc["actor"].optim)
+
+
+@pytest.mark.parametrize("name", sorted(registry.load_all("tiny")))
+def test_every_tiny_profile_composes_and_lands(name):
+    spec = registry.load_experiment(name, "tiny")
+    for arm in spec.arms:
+        cfg = compose(config_name(spec), verl_overrides(spec, arm, CTX))
+        dc = to_dataclasses(cfg)
+        assert_precision_landed(spec, arm, cfg, dc)
+        assert_hyper_landed(spec, cfg, dc)
 
 
 @pytest.mark.parametrize("name,label", ARMS, ids=[f"{n}-{a}" for n, a in ARMS])

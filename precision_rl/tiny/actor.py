@@ -67,11 +67,33 @@ def select(batch: TokenBatch, rows) -> TokenBatch:
                                           batch.response_mask, batch.responses)))
 
 
+def build_lr_scheduler(optimizer: torch.optim.Optimizer, optimizer_config, total_steps: int):
+    """Return the LambdaLR verl's FSDP engine builds from ``optimizer_config`` (constant or cosine, with warmup).
+
+    As there, the schedule advances once per training step, and ``lr_warmup_steps <= 0`` falls back to
+    ``lr_warmup_steps_ratio`` of the total steps.
+    """
+    from verl.utils.torch_functional import get_constant_schedule_with_warmup, get_cosine_schedule_with_warmup
+
+    get = lambda name, default: getattr(optimizer_config, name, default)  # noqa: E731
+    warmup = get("lr_warmup_steps", -1)
+    if warmup is None or warmup <= 0:
+        warmup = int(get("lr_warmup_steps_ratio", 0.0) * total_steps)
+    kind = get("lr_scheduler_type", "constant")
+    if kind == "constant":
+        return get_constant_schedule_with_warmup(optimizer, num_warmup_steps=warmup)
+    if kind == "cosine":
+        return get_cosine_schedule_with_warmup(optimizer, num_warmup_steps=warmup, num_training_steps=total_steps,
+                                               min_lr_ratio=get("min_lr_ratio", None), num_cycles=get("num_cycles", 0.5),
+                                               zero_indexed_step=get("zero_indexed_step", True))
+    raise ValueError(f"lr_scheduler_type {kind!r} is not supported (verl knows constant and cosine)")
+
+
 class TinyActor:
-    """HF causal LM + optimizer + (fp16) loss scaler, computing in ``arm.train_dtype``."""
+    """HF causal LM + optimizer + LR schedule + (fp16) loss scaler, computing in ``arm.train_dtype``."""
 
     def __init__(self, model_dir: Path, arm: PrecisionArm, optimizer_config, grad_clip: float = 1.0,
-                 lora: LoraSettings | None = None):
+                 lora: LoraSettings | None = None, total_steps: int = 1):
         from transformers import AutoModelForCausalLM
         from verl.workers.config.optimizer import build_optimizer
 
@@ -88,6 +110,7 @@ class TinyActor:
             use_half_linears(self.model)
         self.model.train()
         self.optimizer = build_optimizer([p for p in self.model.parameters() if p.requires_grad], optimizer_config)
+        self.lr_scheduler = build_lr_scheduler(self.optimizer, optimizer_config, total_steps)
         self.grad_clip = grad_clip
         self.scaler = (torch.amp.GradScaler("cpu", growth_interval=SCALER_GROWTH_INTERVAL)
                        if arm.uses_loss_scaling else None)

@@ -6,6 +6,7 @@ It samples n responses per prompt and returns each sampled token's log-probabili
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,9 +104,21 @@ class VLLMRollout:
 
     def load_weights(self, state_dict: dict) -> None:
         """Copy ``state_dict`` (HF names, trainer dtype) into the running engine, cast to the engine's dtype."""
-        self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(state_dict.items())})
-        self.llm.collective_rpc(_refresh_cpu_gemm)
-        self.llm.reset_prefix_cache()
+        import torch
+
+        engine_dtype = getattr(torch, self.dtype)
+        weights = [(name, value.to(engine_dtype)) for name, value in state_dict.items()]
+        # Each reload warns that the tied lm_head got no weight of its own (it shares the embedding, re-packed
+        # below); at one line per layer and step that would bury the progress bar.
+        vllm_logger = logging.getLogger("vllm")
+        level = vllm_logger.level
+        vllm_logger.setLevel(logging.ERROR)
+        try:
+            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+            self.llm.collective_rpc(_refresh_cpu_gemm)
+            self.llm.reset_prefix_cache()
+        finally:
+            vllm_logger.setLevel(level)
 
     def prompt_logprobs(self, token_ids: list[int]) -> list[float]:
         """Return the engine's log-probability of each token of ``token_ids`` after the first (teacher forcing)."""

@@ -65,6 +65,7 @@ def _save_checkpoint(trainer: TinyTrainer, run_dir: Path, step: int) -> None:
     tmp = path.with_name(path.name + ".tmp")
     torch.save({"step": step, "model": trainer.actor.model.state_dict(),
                 "optimizer": trainer.actor.optimizer.state_dict(),
+                "lr_scheduler": trainer.actor.lr_scheduler.state_dict(),
                 "scaler": trainer.actor.scaler.state_dict() if trainer.actor.scaler else None,
                 "skipped_steps": trainer.actor.skipped_steps}, tmp)
     os.replace(tmp, path)
@@ -79,6 +80,8 @@ def _load_checkpoint(trainer: TinyTrainer, run_dir: Path) -> int:
     state = torch.load(path, weights_only=False)
     trainer.actor.model.load_state_dict(state["model"])
     trainer.actor.optimizer.load_state_dict(state["optimizer"])
+    if "lr_scheduler" in state:
+        trainer.actor.lr_scheduler.load_state_dict(state["lr_scheduler"])
     if trainer.actor.scaler and state["scaler"]:
         trainer.actor.scaler.load_state_dict(state["scaler"])
     trainer.actor.skipped_steps = state["skipped_steps"]

@@ -115,7 +115,7 @@ class TinyTrainer:
         """Start the training engine and the vLLM engine (or reuse ``rollout``, loading this trainer's weights)."""
         self.s, self.actor_cfg, self.arm, self.template, self.seed, self.pad_id = (
             settings, actor_cfg, arm, template, seed, pad_id)
-        self.actor = TinyActor(model_dir, arm, actor_cfg.optim, settings.grad_clip, settings.lora)
+        self.actor = TinyActor(model_dir, arm, actor_cfg.optim, settings.grad_clip, settings.lora, settings.total_steps)
         if rollout is not None and rollout.dtype != arm.vllm_dtype:
             raise ValueError(f"a {rollout.dtype} engine cannot serve inference precision {arm.infer}")
         self.rollout = rollout or VLLMRollout(model_dir, arm.vllm_dtype, seed,
@@ -271,7 +271,8 @@ class TinyTrainer:
                 collected.setdefault("actor/pg_loss", []).append(float(sum(x.detach() for x in losses)))
                 collected.setdefault("actor/grad_norm", []).append(grad_norm)
         out = {k: float(np.mean(v)) for k, v in collected.items()}
-        out["actor/lr"] = float(self.actor.optimizer.param_groups[0]["lr"])
+        out["actor/lr"] = float(self.actor.lr_scheduler.get_last_lr()[0])  # the lr of this step, logged as verl does
+        self.actor.lr_scheduler.step()
         return out
 
     def validate(self, prompts: Prompts, step: int) -> dict[str, float]:

@@ -1,6 +1,8 @@
 """The training engine: teacher-forced log-probs line up with the response tokens; fp16 uses the scaler; LoRA
 weights are merged in fp32 for the rollout engine."""
 
+import math
+
 import pytest
 import torch
 
@@ -66,3 +68,35 @@ def test_lora_sync_merges_in_fp32(tiny_random_model):
     ids = torch.tensor([[5, 6, 7, 8, 9]])
     with torch.no_grad():
         assert torch.allclose(plain(input_ids=ids).logits, actor.model(input_ids=ids).logits, atol=1e-5)
+
+
+class _Schedule(_Optim):
+    lr_warmup_steps, lr_warmup_steps_ratio, lr_scheduler_type, min_lr_ratio = -1, 0.0, "constant", None
+
+
+def _lrs(config, total_steps: int) -> list[float]:
+    from precision_rl.tiny.actor import build_lr_scheduler
+
+    optimizer = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(2))], lr=config.lr)
+    scheduler = build_lr_scheduler(optimizer, config, total_steps)
+    out = []
+    for _ in range(total_steps):
+        out.append(scheduler.get_last_lr()[0])
+        optimizer.step()
+        scheduler.step()
+    return out
+
+
+def test_lr_schedule_follows_verls_settings():
+    assert _lrs(_Schedule(), 5) == [1e-3] * 5
+    warm = type("Warm", (_Schedule,), {"lr_warmup_steps": 4})()
+    assert _lrs(warm, 6) == pytest.approx([0.0, 2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3])
+    by_ratio = type("Ratio", (_Schedule,), {"lr_warmup_steps_ratio": 0.5})()
+    assert _lrs(by_ratio, 4) == pytest.approx([0.0, 5e-4, 1e-3, 1e-3])
+    cosine = type("Cos", (_Schedule,), {"lr_scheduler_type": "cosine", "min_lr_ratio": 0.1})()
+    lrs = _lrs(cosine, 11)
+    # verl's progress is step / total_steps: half-cosine from lr towards lr * min_lr_ratio
+    assert lrs == pytest.approx([1e-3 * (0.55 + 0.45 * math.cos(math.pi * k / 11)) for k in range(11)])
+    assert all(a > b for a, b in zip(lrs, lrs[1:]))
+    with pytest.raises(ValueError, match="linear"):
+        _lrs(type("Bad", (_Schedule,), {"lr_scheduler_type": "linear"})(), 2)

@@ -79,7 +79,10 @@ def test_one_step(tiny_random_model, engines, name, precision):
     assert metrics["training/rollout_probs_diff_mean"] > 0  # two engines, two roundings
     assert metrics["mismatch/probs_diff_min"] <= 0 <= metrics["mismatch/probs_diff_max"]
     after = trainer.actor.state_dict_for_sync()
-    if trainer.actor.skipped_steps == 0:
+    if spec.hyper.lr_warmup_steps:  # verl's warmup starts from lr 0 (DAPO's 10 steps)
+        assert metrics["actor/lr"] == 0.0
+    elif trainer.actor.skipped_steps == 0:
+        assert metrics["actor/lr"] == pytest.approx(spec.hyper.lr)
         assert any(not torch.equal(before[k], after[k]) for k in after), "no parameter changed"
     if spec.lora is not None:
         frozen = [k for k in after if "embed_tokens" in k]
