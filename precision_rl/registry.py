@@ -83,6 +83,7 @@ class Hyper:
 
 HYPER_FIELDS = {f.name: f for f in dataclasses.fields(Hyper)}
 LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+LR_SCHEDULES = ("constant", "cosine")  # verl 0.9.1 FSDP lr_scheduler_type; Megatron lr_decay_style takes both too
 
 
 @dataclass(frozen=True)
@@ -255,6 +256,8 @@ def parse_hyper(raw: Any, shown: str, where: str = "hyper") -> Hyper:
     hyper = Hyper(**values)
     if hyper.loss_agg_mode is not None and hyper.loss_agg_mode not in LOSS_AGG_MODES:
         raise SpecError(shown, f"{where}.loss_agg_mode", f"must be one of {', '.join(LOSS_AGG_MODES)}")
+    if hyper.lr_scheduler_type is not None and hyper.lr_scheduler_type not in LR_SCHEDULES:
+        raise SpecError(shown, f"{where}.lr_scheduler_type", f"must be one of {', '.join(LR_SCHEDULES)}")
     return hyper
 
 

@@ -89,6 +89,8 @@ def tree(tmp_path):
     ({"hyper": {"is_threshold": 2.0}}, "sources.hyper.is_threshold"),
     ({"algorithm": "grpo_token_tis", "hyper": {"is_threshold": None}}, "hyper.is_threshold"),
     ({"backend": "deepspeed"}, "backend"),
+    ({"hyper": {"lr_scheduler_type": "linear"}, "sources": {"algorithm": "t", "hyper.lr_scheduler_type": "t"}},
+     "hyper.lr_scheduler_type"),
     ({"modle": "x"}, "modle"),
     ({"extends": "_base/nope.yaml"}, "extends"),
 ])

@@ -9,6 +9,7 @@ from pathlib import Path
 from precision_rl.data.recipes import RECIPES, BuildResult, build, get_recipe, write_dataset
 from precision_rl.data.sources import load_hub, load_local
 from precision_rl.errors import UserError
+from precision_rl.precision import VLLM_DTYPES
 
 REBUILD = "sanity-rebuild"
 
@@ -37,7 +38,7 @@ def add_parser(sub) -> None:
     g.add_argument("--low", type=float, default=0.2, help="lowest success rate kept")
     g.add_argument("--high", type=float, default=0.8, help="highest success rate kept")
     g.add_argument("--max-tokens", type=int, default=8192)
-    g.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    g.add_argument("--dtype", default=VLLM_DTYPES["bf16"], choices=tuple(VLLM_DTYPES.values()))
     g.add_argument("--template", default="r1_distill_qwen")
     g.add_argument("--limit", type=int, help="use only the first N source problems")
     g.add_argument("--seed", type=int, default=0)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from precision_rl.errors import UserError
 from precision_rl.launch import data_root
+from precision_rl.precision import VLLM_DTYPES
 
 TRAIN_RECIPE = "tiny_sanity"
 VAL_RECIPE = "tiny_sanity_val"
@@ -32,7 +33,7 @@ class TinyDataConfig:
     val_problems: int = 64
     seed: int = 11
     max_tokens: int = 96
-    dtype: str = "bfloat16"
+    dtype: str = VLLM_DTYPES["bf16"]
 
 
 def _model_key(model_dir: Path) -> str:
