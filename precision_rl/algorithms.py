@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from precision_rl.errors import UserError
+from precision_rl.verl_ext.reward import DAPO_MANAGER, NAIVE_MANAGER
 
 ALGORITHMS = ("grpo", "grpo_token_tis", "grpo_seq_mis", "gspo", "pg_seq_is", "pg_seq_tis", "pg_seq_mis", "dapo")
 
@@ -95,7 +96,10 @@ def _require_cap(name: str, settings: AlgorithmSettings) -> float:
 def verl_algorithm_overrides(name: str, settings: AlgorithmSettings) -> list[str]:
     """Return the verl 0.9.1 Hydra overrides that select algorithm ``name`` with ``settings``."""
     check_algorithm(name)
-    grpo = ["algorithm.adv_estimator=grpo"]
+    # Every algorithm scores with a reward manager that tells the reward function which responses were truncated
+    # (precision_rl/verl_ext/reward.py): verl's naive manager, or its DAPO manager for DAPO's overlong shaping.
+    manager = DAPO_MANAGER if name == "dapo" else NAIVE_MANAGER
+    grpo = ["algorithm.adv_estimator=grpo", f"reward.reward_manager.name={manager}"]
     decoupled = "algorithm.rollout_correction"
     if name == "grpo":
         return grpo + ["actor_rollout_ref.actor.policy_loss.loss_mode=vanilla"] + _correction(decoupled, None, None, None)
@@ -125,7 +129,6 @@ def verl_algorithm_overrides(name: str, settings: AlgorithmSettings) -> list[str
         "algorithm.filter_groups.enable=true",
         f"algorithm.filter_groups.metric={settings.filter_groups_metric}",
         f"algorithm.filter_groups.max_num_gen_batches={settings.max_num_gen_batches}",
-        "reward.reward_manager.name=dapo",
         "+reward.reward_kwargs.overlong_buffer_cfg.enable=true",
         f"+reward.reward_kwargs.overlong_buffer_cfg.len={settings.overlong_buffer_len}",
         f"+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor={float(settings.overlong_penalty_factor)!r}",

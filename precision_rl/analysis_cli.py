@@ -37,7 +37,7 @@ def run_main(main: Callable[[list[str] | None], int], argv: list[str] | None = N
 def _table(args):
     """Return the table from --runs paths, else the collected one, else the runs root read directly."""
     from precision_rl import logs
-    from precision_rl.runs import runs_root
+    from precision_rl.paths import runs_root
 
     if getattr(args, "runs", None):
         return logs.load_runs([Path(p) for p in args.runs])
@@ -72,7 +72,7 @@ def collect_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-csv", action="store_true", help="write only the parquet table (faster)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    from precision_rl.runs import runs_root
+    from precision_rl.paths import runs_root
 
     sources = list(args.paths)
     if args.root is not None or not sources:

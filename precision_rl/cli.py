@@ -82,8 +82,10 @@ def cmd_run(args) -> int:
     specs = registry.select(args.experiments, decision.scale)
     precisions = [p for chunk in args.precision for p in chunk.split(",") if p] if args.precision else []
     extra = tuple(shlex.split(args.extra or "")) + tuple(args.overrides)
+    if args.watchdog is not None and args.watchdog < 0:
+        raise UserError(f"WATCHDOG must be a number of seconds >= 0 (0 turns it off), got {args.watchdog}")
     options = RunOptions(seed=args.seed, dry_run=args.dry_run, resume=args.resume, gpus=args.gpus,
-                         nnodes=args.nnodes, extra=extra, loggers=parse_loggers(args.loggers))
+                         nnodes=args.nnodes, extra=extra, loggers=parse_loggers(args.loggers), watchdog_s=args.watchdog)
     plans = [plan_run(spec, arm, decision, options) for spec, arm in _selected_runs(specs, precisions, args.panel)]
     status = 0
     for plan in plans:
@@ -129,6 +131,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--nnodes", type=int, help="nodes (default: the experiment's)")
     run.add_argument("--extra", default="", help="extra Hydra overrides, one shell-quoted string")
     run.add_argument("--loggers", default="console,file", help="verl loggers; 'file' is always on")
+    run.add_argument("--watchdog", type=float, default=None,
+                     help="stop a run after this many seconds without a new metrics line (0: off; default per scale)")
     run.set_defaults(func=cmd_run)
     data_command.add_parser(sub)
     mismatch_run.add_parser(sub)

@@ -427,6 +427,6 @@ def draw_all(data: FigureData, out_dir: Path, scales=SCALES, names=None) -> list
 
 def default_mismatch_root() -> Path:
     """Return ``<runs root>/mismatch``, where the offline mismatch tool writes."""
-    from precision_rl.runs import runs_root
+    from precision_rl.paths import runs_root
 
     return runs_root() / MISMATCH_DIR

@@ -31,6 +31,7 @@ from precision_rl import runs
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_path
 from precision_rl.metrics import is_known
+from precision_rl.paths import runs_root
 from precision_rl.precision import PRECISIONS
 
 try:  # orjson is ~5x faster than json; verl's own file logger writes with it
@@ -293,7 +294,7 @@ def load_runs(paths: list[Path] | None = None, wandb_scale: str = "paper", progr
     """
     sources: list[Path | tuple[str, Path]] = []
     if paths is None:
-        root = runs.runs_root()
+        root = runs_root()
         sources = find_run_dirs(root) if root.is_dir() else []
     else:
         for path in map(Path, paths):

@@ -68,6 +68,7 @@ class Hyper:
     total_epochs: int | None = None
     test_freq: int | None = None
     save_freq: int | None = None
+    max_checkpoints: int | None = None  # checkpoints kept on disk (trainer.max_actor_ckpt_to_keep)
     val_before_train: bool | None = None
     is_threshold: float | None = None
     filter_groups_metric: str | None = None
@@ -139,7 +140,7 @@ class ExperimentSpec:
     hyper: Hyper
     resources: Resources
     variant_of: str | None
-    tiny: dict[str, Any]
+    paper_backend: str  # the backend the paper scale runs on (a tiny stand-in may train on another)
     raw: dict[str, Any] = field(repr=False, compare=False)
 
     @property
@@ -394,7 +395,7 @@ def validate(doc: dict, name: str, shown: str, scale: str) -> ExperimentSpec:
         data=_parse_data(eff["data"], shown), algorithm=algorithm, arms=_parse_arms(eff["precision"], shown),
         backend=_require_str(eff, "backend", shown, BACKENDS), lora=_parse_lora(eff.get("lora"), shown),
         hyper=hyper, resources=_parse_resources(eff["resources"], shown), variant_of=variant_of,
-        tiny=dict(tiny.get("tiny") or {}), raw=eff,
+        paper_backend=_require_str(doc, "backend", shown, BACKENDS), raw=eff,
     )
 
 

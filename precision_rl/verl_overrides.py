@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from precision_rl import PACKAGE_DIR
+from precision_rl.errors import UserError
 from precision_rl.algorithms import AlgorithmSettings, verl_algorithm_overrides
 from precision_rl.precision import PrecisionArm, verl_precision_overrides
 from precision_rl.registry import ExperimentSpec, Hyper
@@ -26,7 +27,8 @@ PROJECT_NAME = "precision-rl"
 # verl loads this file by path in its reward workers; its name is what verl's custom reward hook calls.
 REWARD_FILE = PACKAGE_DIR / "verl_reward.py"
 REWARD_FUNCTION = "compute_score"
-ENTRYPOINT = ("-m", "verl.trainer.main_ppo")
+# verl's main_ppo with the project's extensions loaded (precision_rl/verl_ext/main.py).
+ENTRYPOINT = ("-m", "precision_rl.verl_ext.main")
 FILE_LOGGER_ENV = "VERL_FILE_LOGGER_PATH"
 
 # Hyper fields rendered one-to-one (both backends). Fields missing here are rendered by name below
@@ -63,6 +65,7 @@ HYPER_KEYS = {
     "total_epochs": "trainer.total_epochs",
     "test_freq": "trainer.test_freq",
     "save_freq": "trainer.save_freq",
+    "max_checkpoints": "trainer.max_actor_ckpt_to_keep",
     "val_before_train": "trainer.val_before_train",
 }
 MEGATRON_PARALLEL_KEYS = {
@@ -87,6 +90,7 @@ class RunContext:
     gpus_per_node: int
     nnodes: int
     loggers: tuple[str, ...] = ("console", "file")
+    model_path: str | None = None  # where the model is read from; None: the spec's model id
 
 
 def hydra_value(value: Any) -> str:
@@ -172,13 +176,19 @@ def algorithm_settings(hyper: Hyper) -> AlgorithmSettings:
     return AlgorithmSettings(**{name: getattr(hyper, name) for name in ALGORITHM_FIELDS})
 
 
+def _lora_alpha(alpha: float) -> str:
+    if not float(alpha).is_integer():
+        raise UserError(f"verl 0.9.1 takes an integer LoRA alpha (workers/config/model.py:125), got {alpha}")
+    return str(int(alpha))
+
+
 def verl_overrides(spec: ExperimentSpec, arm: PrecisionArm, ctx: RunContext) -> list[str]:
     """Return the complete list of verl 0.9.1 Hydra overrides for one run of ``spec`` in ``arm``."""
     train, val = data_files(spec, ctx.data_dir)
     out = [
         f"data.train_files={train}",
         f"data.val_files={_quoted_list([str(p) for p in val])}",
-        f"actor_rollout_ref.model.path={spec.model}",
+        f"actor_rollout_ref.model.path={ctx.model_path or spec.model}",
         f"{ROLLOUT}.name=vllm",
         f"{ROLLOUT}.calculate_log_probs=true",
         f"reward.custom_reward_function.path={REWARD_FILE}",
@@ -190,7 +200,8 @@ def verl_overrides(spec: ExperimentSpec, arm: PrecisionArm, ctx: RunContext) -> 
     out += _hyper_overrides(spec)
     if spec.lora is not None:
         out += [f"actor_rollout_ref.model.lora_rank={spec.lora.rank}",
-                f"actor_rollout_ref.model.lora_alpha={hydra_value(spec.lora.alpha)}",
+                # verl's HFModelConfig types lora_alpha as an int (workers/config/model.py:125).
+                f"actor_rollout_ref.model.lora_alpha={_lora_alpha(spec.lora.alpha)}",
                 f"actor_rollout_ref.model.target_modules={spec.lora.targets}"]
     out += _seed_overrides(spec, ctx.seed)
     out += [
@@ -249,4 +260,19 @@ def to_dataclasses(cfg) -> dict[str, Any]:
         "algorithm": omega_conf_to_dataclass(cfg.algorithm),
     }
     out["rollout_correction"] = RolloutCorrectionConfig(**dict(out["algorithm"].rollout_correction))
+    out["model"] = _typed_model_config(cfg.actor_rollout_ref.model)
     return out
+
+
+def _typed_model_config(model_cfg):
+    """Return the model section checked against the types of verl's ``HFModelConfig``.
+
+    Instantiating ``HFModelConfig`` would load the model's config from its path (an HF hub id at paper scale), so
+    the section is merged into the dataclass's typed schema instead, which checks every field's type.
+    """
+    from omegaconf import OmegaConf
+    from verl.workers.config.model import HFModelConfig
+
+    values = OmegaConf.to_container(model_cfg, resolve=True)
+    values.pop("_target_", None)
+    return OmegaConf.merge(OmegaConf.structured(HFModelConfig), values)

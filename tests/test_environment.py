@@ -49,7 +49,7 @@ def test_environment_yml_pins_verl_and_python():
     doc = yaml.safe_load((REPO_ROOT / "environment.yml").read_text())
     assert "python=3.12" in doc["dependencies"]
     pip = env_pip_packages()
-    assert pip["verl"] == "verl[vllm]==0.9.1"
+    assert pip["verl"] == "verl[vllm,flash-attn-cu130torch211]==0.9.1"  # flash-attn: verl's default attention
     assert pip["vllm"] == "vllm==0.24.0" and pip["torch"] == "torch==2.11.0"
 
 

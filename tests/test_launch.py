@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import signal
+import time
 
+import psutil
 import pytest
 
-from precision_rl import cli, launch, runs, scale
+from precision_rl import cli, launch, paths, runs, scale
 from precision_rl.registry import load_experiment
 from precision_rl.scale import ScaleDecision
 
@@ -15,8 +18,8 @@ PAPER = ScaleDecision("paper", "paper", "test")
 
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv(runs.RUNS_ENV, str(tmp_path / "runs"))
-    monkeypatch.setenv(launch.DATA_DIR_ENV, str(tmp_path / "data"))
+    monkeypatch.setenv(paths.RUNS_ENV, str(tmp_path / "runs"))
+    monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "data"))
     return tmp_path
 
 
@@ -31,7 +34,8 @@ def test_dry_run_prints_one_command_and_writes_nothing(capsys, isolated):
     assert code == 0 and out.count("\n") == 1
     assert "+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp16" in out
     assert "actor_rollout_ref.rollout.dtype=float16" in out
-    assert "python -m verl.trainer.main_ppo" in out and "VERL_FILE_LOGGER_PATH=" in out
+    assert "python -m precision_rl.verl_ext.main" in out and "VERL_FILE_LOGGER_PATH=" in out
+    assert "VERL_PLATFORM" not in out and "ray_init.num_gpus" not in out
     assert "SCALE=paper -> paper" in err
     assert not (isolated / "runs").exists()
 
@@ -100,7 +104,7 @@ def test_a_run_records_manifest_log_and_metrics(isolated):
     spec = load_experiment("sanity/grpo")
     _data_files(isolated, spec)
     plan = _fake_verl(launch.plan_run(spec, spec.arm("fp16"), PAPER, launch.RunOptions(seed=3)), FAKE.replace("CODE", "0"))
-    assert launch.execute_paper(plan) == 0
+    assert launch.execute(plan) == 0
     run_dir = plan.run_dir
     assert run_dir.parent == isolated / "runs" / "paper" / "sanity" / "grpo" / "fp16" and run_dir.name.startswith("s3-")
     manifest = runs.read_manifest(run_dir)
@@ -116,7 +120,7 @@ def test_a_run_records_manifest_log_and_metrics(isolated):
                        FAKE.replace("CODE", "1"))
     assert again.run_dir == run_dir and again.metrics_path.name == "metrics.attempt1.jsonl"
     assert "trainer.resume_mode=auto" in again.overrides
-    assert launch.execute_paper(again) == 1
+    assert launch.execute(again) == 1
     manifest = runs.read_manifest(run_dir)
     assert manifest["status"] == "failed" and [a["attempt"] for a in manifest["attempts"]] == [0, 1]
     assert runs.attempt_files(run_dir) == [run_dir / "metrics.jsonl", run_dir / "metrics.attempt1.jsonl"]
@@ -137,5 +141,92 @@ def test_missing_data_is_a_clear_error(isolated):
     spec = load_experiment("sanity/grpo")
     plan = launch.plan_run(spec, spec.arm("bf16"), PAPER, launch.RunOptions())
     with pytest.raises(Exception, match="dataset file .*sanity/train.parquet is missing: build it with `make data`"):
-        launch.execute_paper(plan)
+        launch.execute(plan)
     assert not plan.run_dir.exists()
+
+
+TINY = ScaleDecision("tiny", "tiny", "test")
+
+
+def test_tiny_dry_run_is_the_paper_command_plus_the_cpu_platform(capsys, isolated):
+    code, out, err = run_cli(capsys, "run", "sanity/grpo", "--precision", "fp16", "--scale", "tiny", "--dry-run")
+    assert code == 0 and out.count("\n") == 1 and "SCALE=tiny -> tiny" in err
+    assert "VERL_PLATFORM=cpu" in out and "python -m precision_rl.verl_ext.main" in out
+    assert "+ray_kwargs.ray_init.num_gpus=1" in out and "++actor_rollout_ref.model.override_config.attn_implementation=sdpa" in out
+    assert not (isolated / "runs").exists()
+
+    spec = load_experiment("sanity/grpo", "tiny")
+    tiny = launch.plan_run(spec, spec.arm("fp16"), TINY, launch.RunOptions())
+    paper = launch.plan_run(load_experiment("sanity/grpo"), spec.arm("fp16"), PAPER, launch.RunOptions())
+    assert paper.platform_overrides == [] and tiny.platform_overrides
+    assert tiny.overrides == tiny.profile_overrides + tiny.platform_overrides
+    assert tiny.argv[:3] == paper.argv[:3] == ["python", "-m", "precision_rl.verl_ext.main"]
+    # Apart from the platform, the tiny command sets every key the paper one does (its profile changes values and
+    # may add some, e.g. a learning-rate schedule).
+    keys = lambda overrides: {o.split("=", 1)[0] for o in overrides}  # noqa: E731
+    assert keys(paper.profile_overrides) <= keys(tiny.profile_overrides)
+
+
+FAIL = ("import sys; print('loading'); print('(TaskRunner pid=12) ValueError: the model is broken'); "
+        "print('shutting down'); sys.exit(3)")
+HANG = "import time; print('started', flush=True); time.sleep(600)"
+
+
+def _paper_plan(isolated, **options):
+    spec = load_experiment("sanity/grpo")
+    _data_files(isolated, spec)
+    return launch.plan_run(spec, spec.arm("bf16"), PAPER, launch.RunOptions(**options))
+
+
+def test_a_failed_run_names_its_directory_and_the_failing_line(isolated, capsys):
+    plan = _fake_verl(_paper_plan(isolated), FAIL)
+    assert launch.execute(plan) == 3
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"error: {plan.name} failed ({plan.run_dir}): ValueError: the model is broken"
+    attempt = runs.read_manifest(plan.run_dir)["attempts"][0]
+    assert attempt["status"] == "failed" and attempt["exit_status"] == 3
+
+
+def test_the_watchdog_stops_a_run_without_progress(isolated, capsys):
+    plan = _fake_verl(_paper_plan(isolated, watchdog_s=2), HANG)
+    started = time.monotonic()
+    assert launch.execute(plan) == 1
+    assert time.monotonic() - started < 60
+    attempt = runs.read_manifest(plan.run_dir)["attempts"][0]
+    assert attempt["status"] == "failed" and attempt["reason"].startswith("watchdog: no new metrics line")
+    assert "started" in (plan.run_dir / "train.log").read_text()
+
+
+def test_an_interrupted_run_is_recorded_and_leaves_no_process(isolated):
+    plan = _fake_verl(_paper_plan(isolated), HANG)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.alarm(3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            launch.execute(plan)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    doc = runs.read_manifest(plan.run_dir)
+    assert doc["status"] == "interrupted" and doc["attempts"][0]["status"] == "interrupted"
+    assert not [p for p in psutil.process_iter(["cmdline"]) if HANG in " ".join(p.info["cmdline"] or [])]
+
+
+def test_every_tiny_profile_fits_its_gpus(isolated):
+    from precision_rl.registry import load_all
+
+    for spec in load_all("tiny").values():
+        for arm in spec.arms:
+            launch.check_composes(launch.plan_run(spec, arm, TINY, launch.RunOptions()))
+
+
+def test_a_rollout_that_cannot_fit_is_refused_before_verl_starts(isolated):
+    spec = load_experiment("sanity/grpo", "tiny")
+    plan = launch.plan_run(spec, spec.arm("bf16"), TINY, launch.RunOptions(extra=(
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",)))
+    with pytest.raises(Exception, match="rollout tensor parallel size 2 does not divide the 1 GPU"):
+        launch.check_composes(plan)

@@ -79,7 +79,7 @@ def _rebuild(args, root: Path) -> list[BuildResult]:
 
 def run(args: argparse.Namespace) -> int:
     """Build the named recipes (or all reachable ones); print one line per output; return the exit code."""
-    from precision_rl.launch import data_root
+    from precision_rl.paths import data_root
 
     root = (args.root or data_root()).resolve()
     names = list(dict.fromkeys(args.names)) or [n for n, r in RECIPES.items() if not r.explicit_only]

@@ -75,10 +75,15 @@ def rebuild_sanity(model_path: str, problems: Sequence[Problem], k: int = 40, lo
     if not problems:
         raise UserError("no problems to rebuild a sanity set from")
     get_template(template)
-    if llm is None:
+    own_engine = llm is None
+    if own_engine:
         from vllm import LLM
 
         llm = LLM(model=str(model_path), dtype=dtype, seed=seed, enforce_eager=True,
                   max_model_len=max_model_len, trust_remote_code=False)
-    rates = success_rates(llm, problems, k, template, max_tokens, seed)
+    try:
+        rates = success_rates(llm, problems, k, template, max_tokens, seed)
+    finally:
+        if own_engine:  # the engine core is a process of its own: stop it rather than wait for garbage collection
+            llm.llm_engine.engine_core.shutdown()
     return RebuildResult(select_by_success(problems, rates, low, high), rates)

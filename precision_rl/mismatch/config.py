@@ -124,7 +124,8 @@ def default_model(device: str) -> str:
     try:
         from precision_rl.tiny.pretrain import ensure_tiny_model  # lands with the tiny-scale issue
     except ImportError:
-        from precision_rl.tiny.model import build_random_model, cache_root
+        from precision_rl.paths import cache_root
+        from precision_rl.tiny.model import build_random_model
 
         out = cache_root() / "tiny-random"
         if not (out / "config.json").is_file():

@@ -18,7 +18,7 @@ import pandas as pd
 from precision_rl.errors import UserError
 from precision_rl.mismatch.recompute import Recompute
 from precision_rl.mismatch.sampling import Sample
-from precision_rl.runs import runs_root
+from precision_rl.paths import runs_root
 
 TOKENS, SEQUENCES, SUMMARY, MANIFEST = "tokens.parquet", "sequences.parquet", "summary.json", "manifest.json"
 

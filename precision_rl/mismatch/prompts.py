@@ -17,7 +17,7 @@ def tiny_messages(num_prompts: int, seed: int) -> list[list[dict]]:
 
 def data_path(data: str) -> Path:
     """Return the parquet file ``data`` names: a path, or a recipe name under the data root (its test split)."""
-    from precision_rl.launch import data_root
+    from precision_rl.paths import data_root
 
     candidates = [Path(data)] + [data_root() / data / f"{split}.parquet" for split in ("test", "train")]
     for path in candidates:

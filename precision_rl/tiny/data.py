@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from precision_rl.errors import UserError
-from precision_rl.launch import data_root
+from precision_rl.paths import data_root, vllm_cache_root
 from precision_rl.precision import VLLM_DTYPES
+from precision_rl.verl_ext.cpu_overrides import VLLM_CPU_KVCACHE_GIB
 
 TRAIN_RECIPE = "tiny_sanity"
 VAL_RECIPE = "tiny_sanity_val"
@@ -41,7 +43,11 @@ def _model_key(model_dir: Path) -> str:
     return json.loads(meta.read_text())["key"] if meta.is_file() else str(Path(model_dir).resolve())
 
 
-def _stamp(model_dir: Path, config: TinyDataConfig) -> dict:
+STAMP_FILE = "tiny_stamp.json"  # beside the training parquet: which model and recipe built the set
+
+
+def dataset_stamp(model_dir: Path, config: TinyDataConfig = TinyDataConfig()) -> dict:
+    """Return the record that ties the tiny sets to the model and recipe that built them (a cache key)."""
     return {"model_key": _model_key(model_dir), "config": dataclasses.asdict(config)}
 
 
@@ -58,8 +64,8 @@ def ensure_datasets(model_dir: Path, train: str = TRAIN_RECIPE, val: tuple[str, 
     root = Path(root or data_root())
     train_path = dataset_file(root, TRAIN_RECIPE, "train", TEMPLATE)
     val_path = dataset_file(root, VAL_RECIPE, "test", TEMPLATE)
-    stamp_path = train_path.parent / "tiny_stamp.json"
-    stamp = _stamp(model_dir, config)
+    stamp_path = train_path.parent / STAMP_FILE
+    stamp = dataset_stamp(model_dir, config)
     if train_path.is_file() and val_path.is_file() and stamp_path.is_file() and json.loads(stamp_path.read_text()) == stamp:
         return train_path, [val_path]
 
@@ -68,12 +74,11 @@ def ensure_datasets(model_dir: Path, train: str = TRAIN_RECIPE, val: tuple[str, 
     pool, held_out = [to_problem(p) for p in generated[: config.pool]], [to_problem(p) for p in generated[config.pool:]]
     print(f"building {TRAIN_RECIPE}: {config.k} samples x {len(pool)} generated problems, keeping "
           f"{config.low:.0%}-{config.high:.0%} success", flush=True)
-    from precision_rl.tiny.rollout import VLLMRollout
-
-    engine = VLLMRollout(Path(model_dir), config.dtype, config.seed, max_model_len=config.max_tokens + 128)
+    for key, value in {"VLLM_CPU_KVCACHE_SPACE": str(VLLM_CPU_KVCACHE_GIB), "VLLM_CACHE_ROOT": str(vllm_cache_root())}.items():
+        os.environ.setdefault(key, value)
     result = rebuild_sanity(str(model_dir), pool, k=config.k, low=config.low, high=config.high, template=TEMPLATE,
-                            dtype=config.dtype, max_tokens=config.max_tokens, seed=config.seed, llm=engine.llm)
-    del engine
+                            dtype=config.dtype, max_tokens=config.max_tokens, seed=config.seed,
+                            max_model_len=config.max_tokens + 128)
     if len(result.kept) < config.max_train:
         raise UserError(f"the tiny model solved too few problems in [{config.low}, {config.high}] "
                         f"({len(result.kept)} of {len(pool)}); rebuild the model with `make tiny-model`")

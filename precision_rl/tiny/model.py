@@ -14,7 +14,6 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from precision_rl import REPO_ROOT
 from precision_rl.tiny.problems import make_problems, user_message
 
 EOS, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -28,7 +27,6 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n{% endif %}"
 )
-CACHE_ENV = "PRECISION_RL_CACHE"
 
 
 @dataclass(frozen=True)
@@ -50,11 +48,6 @@ class TinyModelConfig:
         """Return a short hash identifying this configuration."""
         blob = json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
-
-
-def cache_root() -> Path:
-    """Return the project cache directory (``$PRECISION_RL_CACHE`` or ``<repo>/.cache``)."""
-    return Path(os.environ.get(CACHE_ENV, REPO_ROOT / ".cache")).resolve()
 
 
 def build_tokenizer(config: TinyModelConfig):

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from precision_rl.errors import UserError
-from precision_rl.tiny.model import IM_END, TinyModelConfig, build_random_model, cache_root
+from precision_rl.paths import cache_root
+from precision_rl.tiny.model import IM_END, TinyModelConfig, build_random_model
 from precision_rl.tiny.problems import make_problems, user_message
 
 TINY_MODEL_ALIAS = "tiny"
@@ -142,11 +143,18 @@ def ensure_tiny_model(config: PretrainConfig = PretrainConfig(), progress: bool 
         raise UserError(f"could not build the tiny model in {path}: {exc}") from exc
 
 
-def resolve_model(name: str) -> Path:
-    """Return the model directory for a registry ``model`` value at tiny scale (``tiny`` or a local path)."""
+def model_path(name: str) -> Path:
+    """Return the model directory a registry ``model`` value names at tiny scale (``tiny``: the cached SFT model,
+    built or not; otherwise a local HF model directory, which must exist)."""
     if name == TINY_MODEL_ALIAS:
-        return ensure_tiny_model()
-    path = Path(name).expanduser()
+        return model_dir()
+    path = Path(name).expanduser().resolve()
     if not (path / "config.json").is_file():
         raise UserError(f"tiny-scale model {name!r} is neither 'tiny' nor a local HF model directory")
     return path
+
+
+def resolve_model(name: str) -> Path:
+    """Return the model directory for a registry ``model`` value at tiny scale, building the tiny model first when
+    ``name`` is ``tiny`` and it is not cached yet."""
+    return ensure_tiny_model() if name == TINY_MODEL_ALIAS else model_path(name)

@@ -1,10 +1,10 @@
-"""fp16 linear layers for the CPU training engine, with the numerics of a GPU fp16 GEMM.
+"""fp16 linear layers with the numerics of a GPU fp16 GEMM, for CPUs without fp16 matrix kernels.
 
-This CPU has no fp16 matrix kernels: under fp16 autocast the backward GEMMs alone run ~10x slower than bf16
-(benchmarks/bench_tiny.py). A GPU's fp16 GEMM takes fp16 operands, accumulates in fp32 and rounds its output to
-fp16; the same result comes from an fp32 GEMM on fp16-rounded operands followed by rounding to fp16, which runs at
-fp32 speed. Weight gradients are rounded to fp16 too (FSDP computes them in the param dtype before its fp32
-reduce), so loss-scale overflow behaves as it would there.
+On such CPUs (avx512 without avx512_fp16/AMX-FP16) torch's fp16 GEMMs run 10-30x slower than bf16 ones. A GPU's
+fp16 GEMM takes fp16 operands, accumulates in fp32 and rounds its output to fp16; the same result comes from an
+fp32 GEMM on fp16-rounded operands followed by rounding to fp16, which runs at fp32 speed. Gradients are rounded
+to fp16 as well (FSDP computes them in the param dtype before its fp32 reduce), so loss-scale overflow behaves as
+it does on a GPU. Each gradient is returned in the dtype of its input (fp16 under FSDP's ``param_dtype=fp16``).
 """
 
 from __future__ import annotations
@@ -24,18 +24,19 @@ class _HalfLinear(torch.autograd.Function):
         with torch.autocast("cpu", enabled=False):
             y = F.linear(x16.float(), w16.float(), None if bias is None else bias.to(HALF).float())
         ctx.save_for_backward(x16, w16)
-        ctx.has_bias = bias is not None
+        ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
         return y.to(HALF)
 
     @staticmethod
     def backward(ctx, grad_out):
         x16, w16 = ctx.saved_tensors
+        x_dtype, w_dtype, b_dtype = ctx.dtypes
         g = grad_out.to(HALF).float()
         with torch.autocast("cpu", enabled=False):
-            grad_x = (g @ w16.float()).to(HALF)
+            grad_x = (g @ w16.float()).to(HALF).to(x_dtype)
             flat_g, flat_x = g.reshape(-1, g.shape[-1]), x16.float().reshape(-1, x16.shape[-1])
-            grad_w = (flat_g.t() @ flat_x).to(HALF).float()
-            grad_b = flat_g.sum(0).to(HALF).float() if ctx.has_bias else None
+            grad_w = (flat_g.t() @ flat_x).to(HALF).to(w_dtype)
+            grad_b = flat_g.sum(0).to(HALF).to(b_dtype) if b_dtype is not None else None
         return grad_x, grad_w, grad_b
 
 

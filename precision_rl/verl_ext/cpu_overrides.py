@@ -1,0 +1,46 @@
+"""What a run on the CPU platform adds to the experiment's verl overrides, and the environment it runs in.
+
+These are the only differences between a tiny-scale run and a paper-scale one besides the scale profile; the
+manifest records them apart from the profile's overrides. None of them changes what is computed.
+"""
+
+from __future__ import annotations
+
+from precision_rl.verl_ext.settings import PLATFORM_ENV, PLATFORM_NAME
+
+# vLLM-CPU sizes its KV cache from this many GiB of host memory (the tiny model needs far less than 1).
+VLLM_CPU_KVCACHE_GIB = 1
+
+
+def cpu_platform_overrides(gpus: int) -> list[str]:
+    """Return the Hydra overrides of a run on the CPU platform that uses ``gpus`` (fake) GPUs."""
+    return [
+        # verl asks Ray for one "GPU" per worker (single_controller/ray/base.py:146-148, 241): declare as many.
+        f"+ray_kwargs.ray_init.num_gpus={gpus}",
+        # Ray counts logical CPUs for scheduling only; verl's actors need more slots than the 2 cores.
+        "ray_kwargs.ray_init.num_cpus=16",
+        "+ray_kwargs.ray_init.include_dashboard=false",
+        # flash-attn does not exist for CPUs; verl asks for it by default (workers/config/model.py:185).
+        "++actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+        # vLLM's sleep mode needs CUDA's allocator ("Sleep mode is not supported on current platform").
+        "+actor_rollout_ref.rollout.enable_sleep_mode=false",
+        # Kernel choices, not numerics. Packing a micro-batch into one row (verl's remove-padding) pays off with
+        # flash-attn's variable-length kernel; CPU SDPA instead attends over the whole packed row under a mask:
+        # 6x slower for a 24 x 48-token fp16 micro-batch (1.9 s vs 0.3 s fwd+bwd, tiny model, 2 cores).
+        "actor_rollout_ref.model.use_remove_padding=false",
+        # Activation recomputation saves GPU memory a 3M-parameter model does not need, at one extra forward.
+        "actor_rollout_ref.model.enable_gradient_checkpointing=false",
+        # vLLM compiles the model at every start on CPU (verl turns its compile cache off): 20 s of a tiny run's
+        # start for no faster decoding.
+        "actor_rollout_ref.rollout.enforce_eager=true",
+        # verl's defaults (8 agent-loop workers, 8 reward workers, 8 TransferQueue storage units) are sized for a
+        # GPU node; on 2 cores they double the step time and add gigabytes of resident memory.
+        "actor_rollout_ref.rollout.agent.num_workers=1",
+        "reward.num_workers=1",
+        "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+    ]
+
+
+def cpu_platform_env() -> dict[str, str]:
+    """Return the environment variables of a run on the CPU platform."""
+    return {PLATFORM_ENV: PLATFORM_NAME, "VLLM_CPU_KVCACHE_SPACE": str(VLLM_CPU_KVCACHE_GIB), "HF_HUB_OFFLINE": "1"}

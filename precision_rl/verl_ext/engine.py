@@ -1,0 +1,101 @@
+"""verl's FSDP training engine, extended to report the fp16 loss scale and the optimizer steps it skipped.
+
+verl 0.9.1's FSDP engine builds a ``ShardedGradScaler`` when ``param_dtype`` is fp16
+(``workers/engine/fsdp/transformer_impl.py:405-411``), and both it and the bf16/fp32 path skip an optimizer step
+whose gradient norm is not finite (``:817-826``), but neither the scale nor the skips reach the logs. The engine
+below adds, on the last mini-batch of every training step, ``precision/loss_scale`` (the scale after the step; 1
+without a scaler) and ``precision/skipped_steps`` (optimizer steps skipped in this training step); the trainer
+(``precision_rl.verl_ext.trainer``) turns the latter into the run's cumulative count.
+
+It is registered for NVIDIA GPUs (paper scale) under verl's vendor key, which verl's engine registry prefers over
+its default CUDA engine (``workers/engine/base.py:405-413``), and as the engine of the CPU platform (tiny scale),
+where it also builds the scaler for the CPU and, on CPUs without fp16 matrix kernels, computes fp16 GEMMs as the
+GPU does at fp32 speed (``half_linear``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+
+import torch
+
+from precision_rl.metrics import LOSS_SCALE, SKIPPED_STEPS
+
+# verl 0.9.1 builds its fp16 scaler with this growth interval (workers/engine/fsdp/transformer_impl.py:409).
+SCALER_GROWTH_INTERVAL = 400
+_LAST_MINI_BATCH_KEY = "update_lr_scheduler"  # set by verl on the step's last mini-batch (engine_workers.py:301)
+
+
+def precision_step_metrics(scaler, skipped: int) -> dict[str, list[float]]:
+    """Return the loss-scale metrics of one training step: the scaler's current scale (1.0 without one) and the
+    number of optimizer steps skipped during the step, each as a one-element list (verl's engines report
+    per-micro-batch lists, which its worker gathers over data-parallel ranks and flattens, engine_workers.py:330)."""
+    return {LOSS_SCALE: [float(scaler.get_scale()) if scaler is not None else 1.0], SKIPPED_STEPS: [float(skipped)]}
+
+
+@functools.cache
+def engine_classes() -> dict[str, type]:
+    """Return the engine classes (built on first use, since verl is imported lazily): ``"gpu"`` and ``"cpu"``."""
+    from tensordict import TensorDict
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
+
+    class PrecisionFSDPEngine(FSDPEngineWithLMHead):
+        """verl's FSDP language-model engine that reports its loss scale and skipped optimizer steps."""
+
+        _skipped_in_step = 0
+
+        def optimizer_step(self):
+            grad_norm = super().optimizer_step()
+            # Both of verl's paths skip exactly the steps whose gradient norm is not finite.
+            self._skipped_in_step += int(not math.isfinite(grad_norm))
+            return grad_norm
+
+        def train_batch(self, data: TensorDict, loss_function):
+            outputs = super().train_batch(data, loss_function)
+            if tu.get_non_tensor_data(data=data, key=_LAST_MINI_BATCH_KEY, default=False):
+                if self.is_mp_src_rank_with_outputs():
+                    outputs["metrics"].update(precision_step_metrics(self.scaler, self._skipped_in_step))
+                self._skipped_in_step = 0
+            return outputs
+
+    class CPUFSDPEngine(PrecisionFSDPEngine):
+        """The same engine on the CPU platform."""
+
+        def _build_fsdp_module(self, module):
+            # Ray starts actors with one OpenMP thread; verl's sync trainer never trains while vLLM generates, so
+            # the training engine takes every core it may run on.
+            torch.set_num_threads(len(os.sched_getaffinity(0)))
+            from verl.utils.torch_dtypes import PrecisionType
+
+            from precision_rl.verl_ext.cpu_features import fp16_gemm_mode
+            from precision_rl.verl_ext.half_linear import use_half_linears
+
+            mixed = self.engine_config.mixed_precision or {}
+            if PrecisionType.to_dtype(mixed.get("param_dtype", "bf16")) == torch.float16 \
+                    and fp16_gemm_mode() == "emulated":
+                use_half_linears(module)
+            module = super()._build_fsdp_module(module)
+            if self.scaler is not None:
+                # verl builds the scaler for torch's default device "cuda" (transformer_impl.py:409), where a CPU
+                # build of torch disables it: fp16 would then train without loss scaling.
+                from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+                self.scaler = ShardedGradScaler(device="cpu", growth_interval=SCALER_GROWTH_INTERVAL)
+            return module
+
+    return {"gpu": PrecisionFSDPEngine, "cpu": CPUFSDPEngine}
+
+
+def register_engines(cpu: bool) -> None:
+    """Register the engine for the CPU platform (``cpu``) or for NVIDIA GPUs in verl's engine registry."""
+    from verl.workers.engine.base import EngineRegistry
+
+    classes = engine_classes()
+    register = EngineRegistry.register
+    if cpu:
+        register(model_type="language_model", backend=["fsdp", "fsdp2"], device="cpu")(classes["cpu"])
+    else:
+        register(model_type="language_model", backend=["fsdp", "fsdp2"], device="cuda", vendor="nvidia")(classes["gpu"])

@@ -1,0 +1,75 @@
+"""The project's verl extensions, installed in every verl process.
+
+verl imports this module in its driver and in each Ray worker through ``VERL_USE_EXTERNAL_MODULES``
+(``verl/__init__.py:49-52``); ``precision_rl.verl_ext.main`` sets that variable. Importing it installs, each when
+verl's module that it extends is first imported (so no process pays for modules it never uses):
+
+- at both scales: the trainer (``trainer.py``), the engine that reports the fp16 loss scale (``engine.py``) and the
+  truncation-aware reward managers (``reward.py``);
+- with ``VERL_PLATFORM=cpu`` only: the CPU platform (``cpu_platform.py``), the CPU build of the engine, and the
+  workarounds in ``cpu_patches.py``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from wrapt import register_post_import_hook
+
+from precision_rl.verl_ext import cpu_patches
+from precision_rl.verl_ext.settings import PLATFORM_ENV, PLATFORM_NAME
+
+
+def on_cpu_platform() -> bool:
+    """Return True when verl runs on the CPU platform (``VERL_PLATFORM=cpu``)."""
+    return os.environ.get(PLATFORM_ENV, "").strip().lower() == PLATFORM_NAME
+
+
+def register_platform() -> None:
+    """Add the CPU platform to verl's platform registry (idempotent)."""
+    from verl.plugin.platform.platform_manager import PlatformRegistry
+
+    from precision_rl.verl_ext.cpu_platform import platform_class
+
+    if PlatformRegistry.get(PLATFORM_NAME) is None:
+        PlatformRegistry.register(platform=PLATFORM_NAME)(platform_class())
+
+
+def _register_engines(cpu: bool):
+    def hook(module) -> None:
+        from precision_rl.verl_ext.engine import register_engines
+
+        register_engines(cpu)
+
+    return hook
+
+
+def _install_trainer(module) -> None:
+    from precision_rl.verl_ext.trainer import install_trainer
+
+    install_trainer()
+
+
+def _register_reward_managers(module) -> None:
+    from precision_rl.verl_ext.reward import register_managers
+
+    register_managers()
+
+
+def install() -> None:
+    """Install every extension that applies to this process's platform."""
+    cpu = on_cpu_platform()
+    if cpu:
+        register_platform()
+        cpu_patches.vllm_version_alias()
+        register_post_import_hook(cpu_patches.gloo_process_group, "verl.utils.distributed")
+        register_post_import_hook(cpu_patches.fsdp_sync_states_on_cpu, "torch.distributed.fsdp._init_utils")
+        register_post_import_hook(cpu_patches.fsdp_params_stay_on_cpu, "verl.utils.fsdp_utils")
+        register_post_import_hook(cpu_patches.vllm_inplace_weight_sync, "verl.workers.rollout.vllm_rollout.utils")
+        register_post_import_hook(cpu_patches.vllm_lora_rename_mapper, "vllm.model_executor.models.utils")
+    register_post_import_hook(_register_engines(cpu), "verl.workers.engine.fsdp.transformer_impl")
+    register_post_import_hook(_install_trainer, "verl.trainer.ppo.v1.trainer_sync")
+    register_post_import_hook(_register_reward_managers, "verl.experimental.reward_loop.reward_manager")
+
+
+install()

@@ -1,0 +1,136 @@
+"""verl's synchronous V1 PPO trainer with the metrics the paper needs and verl 0.9.1 lacks.
+
+- ``mismatch/probs_diff_{max,min}``: signed max and min of π − μ per step (verl logs |π − μ| only).
+- Bypass mode (the PG algorithms): verl copies μ into π_old and skips both its mismatch metrics
+  (``trainer/ppo/v1/trainer_base.py:1642-1648`` returns before ``calculate_debug_metrics`` at :1691, and
+  ``_compute_advantage`` skips the rollout-correction metrics at :1763-1772). Here the actor scores the batch
+  once more, for metrics only, so ``training/rollout_probs_diff_*``, ``actor/entropy`` and ``rollout_corr/*``
+  exist for every algorithm. The loss still uses μ as verl's bypass mode does.
+- ``precision/loss_scale`` and ``precision/skipped_steps`` (cumulative over the run, kept in verl's checkpoint
+  folder so a resumed run continues the count), from the engine's per-step report (``engine.py``).
+
+verl's trainer registry refuses a second class under "sync" (``trainer_base.py:1999-2014``) and the trainer's
+code branches on the name "sync" (:153, :731, :902), so ``install_trainer`` puts this subclass of verl's own sync
+trainer in the registry entry that ``main_ppo.py:141`` looks up.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+
+from precision_rl.metrics import LOSS_SCALE, SKIPPED_STEPS
+
+STATE_FILE = "precision_rl_state.json"  # written into verl's global_step_<N> checkpoint folder
+REPLAY_POLL_S = 0.05  # seconds between checks for a finished rollout batch
+_ACTOR_PREFIX = "actor/"
+
+
+@functools.cache
+def trainer_class() -> type:
+    """Return the trainer class (built on first use, since verl is imported lazily)."""
+    import transfer_queue as tq
+    from verl import DataProto
+    from verl.trainer.ppo.core_algos import agg_loss
+    from verl.trainer.ppo.rollout_corr_helper import compute_rollout_corr_metrics_from_logprobs
+    from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+    from verl.utils.debug.metrics import calculate_debug_metrics
+    from verl.workers.utils.padding import response_from_nested
+
+    from precision_rl.verl_ext.mismatch_metrics import signed_probs_diff
+
+    class PrecisionTrainer(PPOTrainerSync):
+        """verl's sync trainer with signed mismatch, bypass-mode mismatch and loss-scale metrics."""
+
+        skipped_steps_total = 0
+
+        def _build_replay_buffer(self):
+            buffer = super()._build_replay_buffer()
+            # verl waits for a finished rollout batch by polling its replay buffer every 2 s
+            # (trainer/ppo/v1/replay_buffer.py:144, not configurable): at tiny scale, where a rollout takes a few
+            # seconds, that rounds every step up by a second on average.
+            if getattr(buffer, "poll_interval", None) is not None:
+                buffer.poll_interval = REPLAY_POLL_S
+            return buffer
+
+        def _bypass_mode(self) -> bool:
+            corr = self.config.algorithm.get("rollout_correction", None)
+            return bool(corr and corr.get("bypass_mode", False))
+
+        def _policy_log_probs_for_metrics(self, batch, metrics: dict) -> DataProto:
+            """Score the batch with the current actor (π_old) without touching the loss inputs; return the padded
+            ``old_log_probs``, ``rollout_log_probs``, ``response_mask`` and ``responses``."""
+            batch.extra_info.update({"calculate_entropy": True, "compute_loss": False,
+                                     "temperature": self.config.actor_rollout_ref.rollout.temperature})
+            self.actor_rollout_wg.compute_log_prob(batch)
+            data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                                   select_fields=["log_probs", "entropy", "response_mask", "responses",
+                                                  "rollout_log_probs"])
+            data["old_log_probs"] = response_from_nested(data.pop("log_probs"), data["response_mask"])
+            data["entropy"] = response_from_nested(data.pop("entropy"), data["response_mask"])
+            data = DataProto(batch=data.to_padded_tensor())
+            actor = self.config.actor_rollout_ref.actor
+            metrics["actor/entropy"] = agg_loss(loss_mat=data.batch["entropy"], loss_mask=data.batch["response_mask"],
+                                                loss_agg_mode=actor.loss_agg_mode,
+                                                loss_scale_factor=actor.loss_scale_factor).detach().item()
+            return data
+
+        def _compute_old_log_prob(self, batch, metrics: dict):
+            batch = super()._compute_old_log_prob(batch, metrics)
+            if not self.config.actor_rollout_ref.rollout.calculate_log_probs:
+                return batch
+            if self._bypass_mode():
+                data = self._policy_log_probs_for_metrics(batch, metrics)
+                metrics.update(calculate_debug_metrics(data))
+                metrics.update(compute_rollout_corr_metrics_from_logprobs(
+                    data.batch["old_log_probs"], data.batch["rollout_log_probs"], data.batch["response_mask"]))
+            else:
+                fields = ["old_log_probs", "rollout_log_probs", "response_mask"]
+                data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+                data = DataProto(batch=data.to_padded_tensor())
+            metrics.update(signed_probs_diff(data.batch["old_log_probs"], data.batch["rollout_log_probs"],
+                                             data.batch["response_mask"]))
+            return batch
+
+        def _update_actor(self, batch, metrics: dict):
+            batch = super()._update_actor(batch, metrics)
+            scale = metrics.pop(_ACTOR_PREFIX + LOSS_SCALE, None)
+            skipped = metrics.pop(_ACTOR_PREFIX + SKIPPED_STEPS, None)
+            if scale is not None:
+                metrics[LOSS_SCALE] = float(scale)
+            if skipped is not None:
+                self.skipped_steps_total += int(round(float(skipped)))
+                metrics[SKIPPED_STEPS] = float(self.skipped_steps_total)
+            return batch
+
+        def _step_folder(self) -> str:
+            return os.path.join(self.config.trainer.default_local_dir, f"global_step_{self.global_steps}")
+
+        def _save_checkpoint(self):
+            # Written before verl's own files, so the folder verl marks as latest always has it.
+            os.makedirs(self._step_folder(), exist_ok=True)
+            with open(os.path.join(self._step_folder(), STATE_FILE), "w") as fh:
+                json.dump({"skipped_steps_total": self.skipped_steps_total}, fh)
+            super()._save_checkpoint()
+
+        def _load_checkpoint(self):
+            super()._load_checkpoint()
+            path = os.path.join(self._step_folder(), STATE_FILE)
+            if self.global_steps > 0 and os.path.isfile(path):
+                with open(path) as fh:
+                    self.skipped_steps_total = int(json.load(fh)["skipped_steps_total"])
+
+    return PrecisionTrainer
+
+
+def install_trainer() -> type:
+    """Make verl's V1 ``sync`` trainer mode (its default) run ``PrecisionTrainer``; return the class."""
+    from verl.trainer.ppo.v1 import trainer_base
+
+    current = trainer_base.TRAINER_REGISTRY.get("sync")
+    if current is not None and current.__name__ == "PrecisionTrainer":
+        return current
+    cls = trainer_class()
+    trainer_base.TRAINER_REGISTRY["sync"] = cls
+    return cls

@@ -1,0 +1,176 @@
+"""Real verl runs at tiny scale, one per algorithm family: verl 0.9.1's trainer on the CPU platform, launched by
+``python -m precision_rl run`` exactly as ``make sanity-fp16`` launches it, with the project's extensions.
+
+The caches are seeded with an untrained model (so no test waits for the SFT) and a small generated problem set;
+verl's custom-reward hook loads ``parity_reward.py`` (an untrained model solves nothing, and GRPO needs a spread of
+rewards to change the parameters). Each run is 2 steps of a shrunken profile.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from precision_rl import cli, paths, runs
+from precision_rl.logs import load_run_dir
+from precision_rl.metrics import LOSS_SCALE, PROBS_DIFF_MAX, PROBS_DIFF_MIN, SKIPPED_STEPS
+from precision_rl.supervise import SHM_DIR
+
+pytestmark = pytest.mark.slow
+
+REWARD = Path(__file__).with_name("parity_reward.py")
+REWARD_LOG_ENV = "PRECISION_RL_TEST_REWARD_LOG"
+SMALL = [
+    "trainer.total_training_steps=2", "trainer.test_freq=2", "trainer.val_before_train=false", "trainer.save_freq=2",
+    "data.train_batch_size=4", "actor_rollout_ref.actor.ppo_mini_batch_size=2", "actor_rollout_ref.rollout.n=4",
+    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
+    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8", "data.max_response_length=16",
+    "actor_rollout_ref.rollout.val_kwargs.n=1", f"reward.custom_reward_function.path={REWARD}",
+    "reward.custom_reward_function.name=compute_score",
+]
+# DAPO's overlong shaping must fit the shrunken response length.
+EXTRA = {"dense14b/dapo": ["++reward.reward_kwargs.max_resp_len=16", "++reward.reward_kwargs.overlong_buffer_cfg.len=4"]}
+REQUIRED = ["critic/score/mean", "response_length/mean", "actor/grad_norm", "actor/entropy", "actor/pg_loss",
+            "training/rollout_probs_diff_max", "training/rollout_probs_diff_mean", "training/rollout_probs_diff_std",
+            "rollout_corr/kl", "rollout_corr/k3_kl", PROBS_DIFF_MAX, PROBS_DIFF_MIN, LOSS_SCALE, SKIPPED_STEPS,
+            "timing_s/gen", "timing_s/old_log_prob", "timing_s/update_actor", "timing_s/step"]
+FAMILIES = [("sanity/grpo", "fp16"), ("sanity/grpo", "bf16"), ("sanity/grpo_token_tis", "bf16"),
+            ("sanity/gspo", "bf16"), ("sanity/pg_seq_mis", "bf16"), ("dense14b/dapo", "bf16"),
+            ("lora/grpo_token_tis", "bf16")]
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory, tiny_random_model):
+    """Project roots with the tiny-model cache and the tiny data sets seeded (untrained model, generated problems)."""
+    from precision_rl.data.recipes import Recipe, dataset_file, write_dataset
+    from precision_rl.data.sources import Problem
+    from precision_rl.tiny import data as tiny_data
+    from precision_rl.tiny.pretrain import PretrainConfig
+    from precision_rl.tiny.problems import make_problems
+
+    root = tmp_path_factory.mktemp("verl_runs")
+    key = PretrainConfig().key()
+    model_dir = root / "cache" / "tiny-model" / key
+    shutil.copytree(tiny_random_model, model_dir)
+    (model_dir / "pretrain.json").write_text(json.dumps({"key": key, "note": "untrained stand-in for tests"}))
+    problems = [Problem(p.question, p.answer) for p in make_problems(16, seed=9)]
+    for name, split, rows in ((tiny_data.TRAIN_RECIPE, "train", problems[:12]),
+                              (tiny_data.VAL_RECIPE, "test", problems[12:])):
+        write_dataset(Recipe(name, "test set", split, tiny_data.TEMPLATE), rows, {"test": True}, root / "data")
+    train = dataset_file(root / "data", tiny_data.TRAIN_RECIPE, "train", tiny_data.TEMPLATE)
+    (train.parent / tiny_data.STAMP_FILE).write_text(json.dumps(tiny_data.dataset_stamp(model_dir)))
+    return root
+
+
+@pytest.fixture(scope="module")
+def verl_run(home, tiny_random_model):
+    """Return a function that runs (experiment, arm) once per module and returns its run directory."""
+    done: dict[tuple[str, str], Path] = {}
+    patch = pytest.MonkeyPatch()
+    patch.setenv(paths.CACHE_ENV, str(home / "cache"))
+    patch.setenv(paths.DATA_ENV, str(home / "data"))
+    patch.setenv(paths.RUNS_ENV, str(home / "runs"))
+
+    def run(experiment: str, arm: str, *more: str) -> Path:
+        if (experiment, arm) not in done:
+            patch.setenv(REWARD_LOG_ENV, str(home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl"))
+            shm_before = {p.name for p in SHM_DIR.iterdir()}
+            argv = ["run", experiment, "--scale", "tiny", "--precision", arm, "--watchdog", "600", "--",
+                    *SMALL, *EXTRA.get(experiment, []), *more]
+            assert cli.main(argv) == 0
+            run_dir = runs.latest_run_dir(home / "runs", "tiny", experiment, arm, 42)
+            _assert_nothing_left(run_dir, shm_before)
+            done[(experiment, arm)] = run_dir
+        return done[(experiment, arm)]
+
+    yield run
+    patch.undo()
+
+
+def _assert_nothing_left(run_dir: Path, shm_before: set[str]) -> None:
+    manifest = runs.read_manifest(run_dir)
+    ray_dir = manifest["command"].split("RAY_TMPDIR=")[1].split()[0]
+    assert not Path(ray_dir).exists()
+    left = [p.pid for p in psutil.process_iter(["cmdline"]) if ray_dir in " ".join(p.info["cmdline"] or [])]
+    assert not left, f"processes of the run outlived it: {left}"
+    assert not ({p.name for p in SHM_DIR.iterdir()} - shm_before), "shared-memory segments outlived the run"
+
+
+def _steps(run_dir: Path) -> dict[int, dict]:
+    return {line["step"]: line["data"] for line in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())}
+
+
+def _changed(model_dir: Path, run_dir: Path) -> list[str]:
+    from safetensors.torch import load_file
+
+    before = load_file(model_dir / "model.safetensors")
+    after = torch.load(next(run_dir.glob("checkpoints/global_step_2/actor/model_world_size_1_rank_0.pt")),
+                       weights_only=False)
+    return [k for k, v in after.items() if k in before and not torch.equal(before[k].float(), v.float())] + \
+        [k for k, v in after.items() if "lora_B" in k and v.abs().sum() > 0]
+
+
+@pytest.mark.parametrize("experiment,arm", FAMILIES, ids=[f"{e}-{a}" for e, a in FAMILIES])
+def test_two_verl_steps(verl_run, tiny_random_model, home, experiment, arm):
+    run_dir = verl_run(experiment, arm)
+    manifest = runs.read_manifest(run_dir)
+    assert manifest["status"] == "finished" and manifest["platform"]["name"] == "cpu"
+    steps = _steps(run_dir)
+    assert sorted(steps) == [1, 2]
+    for step, data in steps.items():
+        for key in REQUIRED:
+            assert isinstance(data.get(key), (int, float)) and math.isfinite(data[key]), (step, key, data.get(key))
+        assert data[PROBS_DIFF_MIN] <= 0 <= data[PROBS_DIFF_MAX]
+        assert data["training/rollout_probs_diff_mean"] > 0  # two engines, two roundings
+        # fp16 trains with verl's loss scaler, built for the CPU and active (a disabled scaler reports 1).
+        assert (data[LOSS_SCALE] > 1) is (arm == "fp16")
+    assert any(k.startswith("val-core/tiny_sanity_val/") for k in steps[2])
+    assert _changed(tiny_random_model, run_dir), "no parameter changed in two steps"
+    told = [json.loads(line)["truncated"] for line in (home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl")
+            .read_text().splitlines()]
+    assert told and all(isinstance(t, bool) for t in told), "the reward function was not told about truncation"
+
+
+def test_fp16_and_bf16_manifests_differ_only_in_precision(verl_run):
+    fp16, bf16 = (runs.read_manifest(verl_run("sanity/grpo", arm)) for arm in ("fp16", "bf16"))
+    differ = set(fp16["verl_overrides"]) ^ set(bf16["verl_overrides"])
+    assert differ and all("param_dtype" in o or "rollout.dtype" in o or "VERL_FILE_LOGGER_PATH" in o
+                          or "default_local_dir" in o or "experiment_name" in o for o in differ), differ
+    assert fp16["spec"] == bf16["spec"] and fp16["platform"] == bf16["platform"]
+    assert (fp16["precision"]["train"], bf16["precision"]["train"]) == ("fp16", "bf16")
+
+
+def test_resume_continues_from_verls_checkpoint_into_a_new_attempt(verl_run, home):
+    run_dir = verl_run("sanity/grpo", "bf16")
+    first = (run_dir / "metrics.jsonl").read_bytes()
+    more = [o.replace("total_training_steps=2", "total_training_steps=3") for o in SMALL]
+    assert cli.main(["run", "sanity/grpo", "--scale", "tiny", "--precision", "bf16", "--resume", "--", *more]) == 0
+    assert (run_dir / "metrics.jsonl").read_bytes() == first
+    assert [json.loads(x)["step"] for x in (run_dir / "metrics.attempt1.jsonl").read_text().splitlines()] == [3]
+    assert [a["status"] for a in runs.read_manifest(run_dir)["attempts"]] == ["finished", "finished"]
+    merged = load_run_dir(run_dir)
+    rewards = [step for step, name in zip(merged.steps, merged.names, strict=True) if name == "critic/score/mean"]
+    assert rewards == [1, 2, 3]
+
+
+def _every_arm() -> list[tuple[str, str]]:
+    from precision_rl.registry import load_all
+
+    return [(name, arm) for name, spec in load_all("tiny").items() for arm in spec.arm_labels]
+
+
+@pytest.mark.grid
+@pytest.mark.parametrize("experiment,arm", _every_arm(), ids=[f"{e}-{a}" for e, a in _every_arm()])
+def test_every_registered_arm_runs_two_verl_steps(verl_run, experiment, arm):
+    """Every experiment x precision arm of the registry through verl at tiny scale (`make test-grid`, ~2 min each)."""
+    steps = _steps(verl_run(experiment, arm))
+    assert sorted(steps) == [1, 2]
+    for data in steps.values():
+        for key in REQUIRED:
+            assert isinstance(data.get(key), (int, float)) and math.isfinite(data[key]), (key, data.get(key))
