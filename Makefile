@@ -62,7 +62,7 @@ $(STAMP): $(REQS)
 setup: $(STAMP) ## Create .venv with the CPU environment (no-op when up to date)
 
 test: $(STAMP) ## Run the test suite (CPU): the fast tier and the real verl runs of the slow tier
-	$(PY) -m pytest -q -m "not grid" tests
+	$(PY) -m pytest -q --durations=15 -m "not grid" tests
 
 test-fast: $(STAMP) ## Run the fast tier only (no vLLM engine, no verl run)
 	$(PY) -m pytest -q -m "not slow and not grid" tests

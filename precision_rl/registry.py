@@ -166,7 +166,7 @@ TOP_LEVEL_FIELDS = {
     "backend", "lora", "hyper", "resources", "variant_of", "scales",
 }
 REQUIRED_FIELDS = ("description", "model", "template", "data", "algorithm", "precision", "backend", "hyper", "resources")
-TINY_FIELDS = {"model", "template", "data", "hyper", "resources", "lora", "backend", "tiny"}
+TINY_FIELDS = {"model", "template", "data", "hyper", "resources", "lora", "backend"}
 
 
 def deep_merge(base: dict, over: dict) -> dict:

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from precision_rl import PACKAGE_DIR
-from precision_rl.errors import UserError
 from precision_rl.algorithms import AlgorithmSettings, verl_algorithm_overrides
+from precision_rl.errors import UserError
 from precision_rl.precision import PrecisionArm, verl_precision_overrides
 from precision_rl.registry import ExperimentSpec, Hyper
 

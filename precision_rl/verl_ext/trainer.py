@@ -50,8 +50,7 @@ def trainer_class() -> type:
             # verl waits for a finished rollout batch by polling its replay buffer every 2 s
             # (trainer/ppo/v1/replay_buffer.py:144, not configurable): at tiny scale, where a rollout takes a few
             # seconds, that rounds every step up by a second on average.
-            if getattr(buffer, "poll_interval", None) is not None:
-                buffer.poll_interval = REPLAY_POLL_S
+            buffer.poll_interval = REPLAY_POLL_S
             return buffer
 
         def _bypass_mode(self) -> bool:
