@@ -157,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt  # a kill records an interrupted run, as Ctrl-C does
 
     signal.signal(signal.SIGTERM, _terminate)
+    # A shell starts background jobs with SIGINT ignored, and Python keeps it ignored: `kill -INT` must still stop.
+    signal.signal(signal.SIGINT, _terminate)
     try:
         return args.func(args)
     except UserError as exc:
