@@ -38,7 +38,7 @@ LAUNCH = $(PY) -m precision_rl run $(RUN_FLAGS)
 
 .PHONY: tiny-model bench bench-tiny
 .PHONY: help setup test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity fp16-comparison octothinker lora moe \
-	dense14b ablation clean-venv
+	dense14b ablation fork-ablation eval-precision clean-venv
 
 help: ## Show this help
 	@echo "precision-rl - reproduce 'Defeating the Training-Inference Mismatch via FP16' (arXiv 2510.26788)"
@@ -94,7 +94,7 @@ fp16-comparison: $(STAMP) ## FP16 algorithm comparison runs (Fig. 4)
 octothinker: $(STAMP) ## OctoThinker-3B GRPO on MATH-12k, fp16 and bf16 (Fig. 1/2 g)
 	@$(LAUNCH) 'octothinker/*' $(if $(PRECISION),--precision $(PRECISION))
 
-lora: $(STAMP) ## LoRA GRPO-Token-TIS on Qwen2.5-Math-1.5B, rank 32 and rank 1 variants (Fig. 1/2 h)
+lora: $(STAMP) ## LoRA GRPO-Token-TIS on Qwen2.5-Math-1.5B: rank 1 (scripts, default) and rank 32 (paper text) (Fig. 1/2 h)
 	@$(LAUNCH) 'lora/*' $(if $(PRECISION),--precision $(PRECISION))
 
 moe: $(STAMP) ## MoE Qwen3-30B-A3B: GRPO-Seq-MIS, GRPO-Token-TIS, PG-Seq-TIS (Fig. 1/2 i-k)
@@ -104,7 +104,13 @@ dense14b: $(STAMP) ## Dense Qwen3-14B-Base with DAPO (Fig. 1/2 l)
 	@$(LAUNCH) 'dense14b/*' $(if $(PRECISION),--precision $(PRECISION))
 
 ablation: $(STAMP) ## Precision ablation: train x infer in {bf16, fp16, fp32} on the sanity test
-	@$(LAUNCH) 'ablation/*' $(if $(PRECISION),--precision $(PRECISION))
+	@$(LAUNCH) ablation/precision $(if $(PRECISION),--precision $(PRECISION))
+
+fork-ablation: $(STAMP) ## FP16 vs BF16 with and without the fork's optimizer/loss changes (sanity GRPO, beyond the paper)
+	@$(LAUNCH) sanity/grpo ablation/fork_changes $(if $(PRECISION),--precision $(PRECISION))
+
+eval-precision: $(STAMP) ## R1-Distill-1.5B evaluated with BF16 vs FP16 inference, no RL, 8K and 32K budgets (Table 2)
+	@$(LAUNCH) 'eval/*' $(if $(PRECISION),--precision $(PRECISION))
 
 tiny-model: $(STAMP) ## Build the cached tiny model (SFT on generated arithmetic) and its tiny sanity set
 	@$(PY) -m precision_rl tiny-model --data
@@ -142,7 +148,7 @@ RUN ?=
 CHECK_RUNS = $(RUN)
 METRICS_TABLE := $(RESULTS)/metrics.parquet
 FIGURES := fig1_training_reward fig2_eval_accuracy fig3_mismatch_dynamics fig4_fp16_algorithms \
-	fig5_offline_mismatch ablation_precision
+	fig5_offline_mismatch ablation_precision ablation_fork_changes
 FIG_SCALES := paper tiny
 ANALYSIS_CODE := $(addprefix precision_rl/,logs.py metrics.py series.py fileio.py analysis_cli.py runs.py)
 PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/,plotting.py figures.py mismatch_results.py registry.py) \

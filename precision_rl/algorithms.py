@@ -38,7 +38,8 @@ class AlgorithmSettings:
 
     is_threshold: float | None = None
     filter_groups_metric: str | None = None
-    max_num_gen_batches: int | None = None
+    gen_batch_size: int | None = None
+    train_batch_size: int | None = None
     overlong_buffer_len: int | None = None
     overlong_penalty_factor: float | None = None
     max_response_length: int | None = None
@@ -93,6 +94,18 @@ def _require_cap(name: str, settings: AlgorithmSettings) -> float:
     return float(settings.is_threshold)
 
 
+def inflight_gen_batches(settings: AlgorithmSettings) -> int:
+    """Return DAPO's generation batch in verl 0.9.1's V1 units: prompts generated at once / train batch, rounded up.
+
+    verl's DAPO recipe samples ``gen_batch_size`` prompts at a time and keeps the groups that pass the filter until
+    ``train_batch_size`` are collected. The V1 trainer forces ``data.gen_batch_size`` to 1 and refills filtered groups
+    one prompt at a time (``trainer/ppo/v1/trainer_base.py:727-739``), with at most
+    ``max_inflight_gen_batches × train_batch_size`` prompts in flight (``v1/replay_buffer.py:447``): that bound is
+    where the recipe's generation batch goes.
+    """
+    return -(-int(settings.gen_batch_size) // int(settings.train_batch_size))
+
+
 def verl_algorithm_overrides(name: str, settings: AlgorithmSettings) -> list[str]:
     """Return the verl 0.9.1 Hydra overrides that select algorithm ``name`` with ``settings``."""
     check_algorithm(name)
@@ -119,7 +132,7 @@ def verl_algorithm_overrides(name: str, settings: AlgorithmSettings) -> list[str
         cap = _require_cap(name, settings)
         return grpo + _bypass_reinforce(cap, cap)
     # dapo
-    missing = [f for f in ("filter_groups_metric", "max_num_gen_batches", "overlong_buffer_len",
+    missing = [f for f in ("filter_groups_metric", "gen_batch_size", "train_batch_size", "overlong_buffer_len",
                            "overlong_penalty_factor", "max_response_length") if getattr(settings, f) is None]
     if missing:
         raise UserError(f"algorithm dapo needs hyper.{', hyper.'.join(missing)}")
@@ -128,7 +141,7 @@ def verl_algorithm_overrides(name: str, settings: AlgorithmSettings) -> list[str
         *_correction(decoupled, None, None, None),
         "algorithm.filter_groups.enable=true",
         f"algorithm.filter_groups.metric={settings.filter_groups_metric}",
-        f"algorithm.filter_groups.max_num_gen_batches={settings.max_num_gen_batches}",
+        f"algorithm.filter_groups.max_inflight_gen_batches={inflight_gen_batches(settings)}",
         "+reward.reward_kwargs.overlong_buffer_cfg.enable=true",
         f"+reward.reward_kwargs.overlong_buffer_cfg.len={settings.overlong_buffer_len}",
         f"+reward.reward_kwargs.overlong_buffer_cfg.penalty_factor={float(settings.overlong_penalty_factor)!r}",

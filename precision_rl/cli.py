@@ -34,10 +34,16 @@ def cmd_list(args) -> int:
         trains, infers = sorted({a.train for a in spec.arms}), sorted({a.infer for a in spec.arms})
         return f"train {{{','.join(trains)}}} x infer {{{','.join(infers)}}}"
 
+    def sourced(spec: ExperimentSpec) -> str:
+        return f"{len(spec.assumptions)} assumed" if spec.assumptions else "fully"
+
     rows = [[s.name, s.algorithm, arms(s), s.model, s.backend,
              ",".join(p.panel + (f":{p.precision}" if p.precision else "") for p in s.paper) or "-",
-             s.variant_of or "-"] for s in specs.values()]
-    print(_table(rows, ["experiment", "algorithm", "precision arms", "model", "backend", "paper panels", "variant of"]))
+             s.variant_of or "-", sourced(s)] for s in specs.values()]
+    print(_table(rows, ["experiment", "algorithm", "precision arms", "model", "backend", "paper panels", "variant of",
+                        "sourced"]))
+    print(f"\nsourced: 'fully' when every value that differs from verl's defaults has a published source; 'N assumed' "
+          f"counts the values tagged {registry.ASSUMPTION_TAG} in the experiment's sources (`make show EXP=...`).")
     return 0
 
 

@@ -38,7 +38,9 @@ FIGURE_TITLES = {
     "fig4_fp16_algorithms": "Fig. 4: FP16 algorithm comparison",
     "fig5_offline_mismatch": "Fig. 5: offline mismatch",
     "ablation_precision": "Precision ablation: training × inference dtype",
+    "ablation_fork_changes": "FP16 vs BF16 with and without the fork's optimizer and loss changes",
 }
+FORK_ABLATION_PANEL = "fork_ablation"
 CURVE_NOTE = ("Training curves: faint = raw per-step value (mean over seeds), bold = EMA (span 5 % of the steps); "
               "evaluation curves are unsmoothed points. Band: min–max over seeds, where an arm has several.")
 STEPS = "Training steps"
@@ -194,7 +196,14 @@ def build_fig2(data: FigureData, scale: str):
 
 # --------------------------------------------------------------------------------------------- Fig. 3 / 4
 
-def _algorithm_row(data: FigureData, scale: str, panel: str, columns: list[tuple[str, Callable]]):
+def _by_algorithm(spec: ExperimentSpec, arm: PrecisionArm) -> tuple[str, str, str]:
+    return P.ALGORITHM_COLORS.get(spec.algorithm, "0.3"), "-", _arm_name(spec, arm)
+
+
+def _algorithm_row(data: FigureData, scale: str, panel: str, columns: list[tuple[str, Callable]],
+                   look: Callable = _by_algorithm):
+    """Return a one-row figure of ``columns`` over the runs of ``panel``; ``look`` gives each (experiment, arm) its
+    colour, line style and label (default: colour by algorithm)."""
     specs = data.specs(scale)
     pairs = panel_arms(specs, panel)
     fig, axes = P.new_figure(1, len(columns), panel_size=(3.0, 2.4))
@@ -207,35 +216,35 @@ def _algorithm_row(data: FigureData, scale: str, panel: str, columns: list[tuple
         for spec, arm in pairs:
             runs = data.runs(scale, spec.name, arm)
             had_runs |= bool(runs)
-            color = P.ALGORITHM_COLORS.get(spec.algorithm, "0.3")
-            if runs and draw(ax, spec, arm, runs, color):
+            color, style, label = look(spec, arm)
+            if runs and draw(ax, spec, arm, runs, color, label, style):
                 drew = True
-                legend[_arm_name(spec, arm)] = (color, "-")
+                legend[label] = (color, style)
         _finish_panel(ax, drew, had_runs, title)
     P.figure_legend(fig, legend)
     return fig
 
 
 def _training(data, scale, quantity, ylabel=None, log=False):
-    def draw(ax, spec, arm, runs, color):
+    def draw(ax, spec, arm, runs, color, label, style):
         ax.set_ylabel(ylabel or quantity.label)
         if log:
             ax.set_yscale("log")
         curves = data.curves(scale, runs, quantity)
         if log:
             curves = [c[c > 0] for c in curves]
-        return P.draw_training_curve(ax, curves, color, _arm_name(spec, arm))
+        return P.draw_training_curve(ax, curves, color, label, style)
     return draw
 
 
 def _validation(data, scale, k):
-    def draw(ax, spec, arm, runs, color):
+    def draw(ax, spec, arm, runs, color, label, style):
         if len(spec.data.val) <= k:
             return False
         curves, name = data.val_curves(scale, runs, spec.data.val[k])
         if name:
             ax.set_ylabel(name.rsplit("/", 2)[-2] + "/" + name.rsplit("/", 1)[-1])
-        return P.draw_eval_curve(ax, curves, color, _arm_name(spec, arm))
+        return P.draw_eval_curve(ax, curves, color, label, style)
     return draw
 
 
@@ -245,12 +254,12 @@ def _val_title(data: FigureData, scale: str, panel: str, k: int) -> str:
 
 
 def _max_min(data, scale):
-    def draw(ax, spec, arm, runs, color):
+    def draw(ax, spec, arm, runs, color, label, style):
         ax.set_ylabel("π − μ")
         hi = data.curves(scale, runs, M.PROBS_DIFF_MAX_Q)
         lo = data.curves(scale, runs, M.PROBS_DIFF_MIN_Q)
-        drew = P.draw_training_curve(ax, hi, color, _arm_name(spec, arm), raw=False)
-        drew |= P.draw_training_curve(ax, lo, color, "_" + _arm_name(spec, arm), raw=False)
+        drew = P.draw_training_curve(ax, hi, color, label, style, raw=False)
+        drew |= P.draw_training_curve(ax, lo, color, "_" + label, style, raw=False)
         if drew and not any(line.get_label() == "No mismatch" for line in ax.get_lines()):
             zero = ax.axhline(0.0, color="red", linestyle="--", linewidth=1, label="No mismatch")
             ax.legend(handles=[zero], loc="lower left")
@@ -389,6 +398,29 @@ def build_ablation(data: FigureData, scale: str):
     return fig
 
 
+def _by_fork_setting(spec: ExperimentSpec, arm: PrecisionArm) -> tuple[str, str, str]:
+    verl_defaults = spec.family == "ablation"
+    setting = "verl defaults" if verl_defaults else "fork settings"
+    return (P.PRECISION_COLORS.get(arm.train, "0.3"), "--" if verl_defaults else "-",
+            f"{P.precision_label(arm.train, arm.infer)}, {setting}")
+
+
+def build_fork_ablation(data: FigureData, scale: str):
+    """Return the fork-changes ablation: reward, first validation set and token KL of the ``fork_ablation`` runs,
+    colour by precision, solid for the fork's settings (the paper's runs) and dashed for verl's defaults."""
+    columns = [
+        ("Rewards", _training(data, scale, M.REWARD_Q)),
+        (_val_title(data, scale, FORK_ABLATION_PANEL, 0), _validation(data, scale, 0)),
+        ("KL[μ‖π] per token", _training(data, scale, M.TOKEN_KL_Q, log=True)),
+    ]
+    fig = _algorithm_row(data, scale, FORK_ABLATION_PANEL, columns, look=_by_fork_setting)
+    P.add_caption(fig, FIGURE_TITLES["ablation_fork_changes"], scale,
+                  "Fork settings: weight decay 0, betas (0.9, 0.95), eps 1e-15, Dr.GRPO loss, no std normalisation "
+                  "(sanity/grpo); verl defaults: 0.01, (0.9, 0.999), 1e-8, token mean, std-normalised "
+                  "(ablation/fork_changes). " + CURVE_NOTE)
+    return fig
+
+
 FIGURES: dict[str, Callable] = {
     "fig1_training_reward": build_fig1,
     "fig2_eval_accuracy": build_fig2,
@@ -396,6 +428,7 @@ FIGURES: dict[str, Callable] = {
     "fig4_fp16_algorithms": build_fig4,
     "fig5_offline_mismatch": build_fig5,
     "ablation_precision": build_ablation,
+    "ablation_fork_changes": build_fork_ablation,
 }
 SCALES = ("paper", "tiny")
 

@@ -25,6 +25,8 @@ BASE_DIR_NAME = "_base"
 SCALES = ("paper", "tiny")
 BACKENDS = ("fsdp", "megatron")
 TEMPLATES = ("r1_distill_qwen", "qwen_math", "r1")
+# A ``sources`` entry carrying this tag is the suite's assumption, not a published value.
+ASSUMPTION_TAG = "[A]"
 
 
 @dataclass(frozen=True)
@@ -70,9 +72,9 @@ class Hyper:
     save_freq: int | None = None
     max_checkpoints: int | None = None  # checkpoints kept on disk (trainer.max_actor_ckpt_to_keep)
     val_before_train: bool | None = None
+    val_only: bool | None = None  # evaluate the model once (step 0) and stop: the evaluation-only experiments
     is_threshold: float | None = None
     filter_groups_metric: str | None = None
-    max_num_gen_batches: int | None = None
     overlong_buffer_len: int | None = None
     overlong_penalty_factor: float | None = None
     rollout_tensor_parallel: int | None = None
@@ -154,6 +156,11 @@ class ExperimentSpec:
             if arm.label == label:
                 return arm
         raise UserError(f"experiment {self.name} has no precision arm {label!r}: it has {', '.join(self.arm_labels)}")
+
+    @property
+    def assumptions(self) -> list[str]:
+        """Return the fields whose value is an assumption (source tagged ``[A]``), sorted; empty: fully sourced."""
+        return sorted(key for key, text in self.sources.items() if ASSUMPTION_TAG in text)
 
     @property
     def arm_labels(self) -> list[str]:

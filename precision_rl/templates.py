@@ -1,7 +1,7 @@
 """Prompt templates the paper used (oat ``r1_distill_qwen``, ``qwen_math``, ``r1``) and how each is graded.
 
-``chat_prompt`` gives verl's ``prompt`` chat list (the model's own chat template is applied by verl/vLLM);
-``raw_prompt`` gives oat's exact text for base models or tools that bypass chat templates.
+``chat_prompt`` gives verl's ``prompt`` chat list (the model's own chat template is applied by verl/vLLM, unless the
+template names its own ``chat_template``); ``raw`` gives oat's exact text for tools that bypass chat templates.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ class Template:
     messages: Callable[[str], list[dict[str, str]]]
     raw: Callable[[str], str]
     extract: Callable[[str], Extraction]
-    stop: tuple[str, ...] = ()
+    stop: tuple[str, ...] = ()  # generation ends after any of these strings, which stay in the response
+    chat_template: str | None = None  # replaces the model's chat template in verl (None: the model's own)
 
 
 def _r1_distill_messages(q: str) -> list[dict[str, str]]:
@@ -56,10 +57,17 @@ def _r1_raw(q: str) -> str:
     return f"{R1_PREAMBLE}\nUser: {q}\nAssistant: <think>"
 
 
+# The prompt text as it stands, after the tokenizer's BOS token when it has one: what oat feeds vLLM for a template
+# written out in full (``apply_default_chat_template=False``, ``oat/main.py`` ``ZeroMathArgs``), where vLLM's
+# tokenizer adds the BOS token.
+RAW_CHAT_TEMPLATE = "{% if bos_token %}{{ bos_token }}{% endif %}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+
 TEMPLATES: dict[str, Template] = {
     "r1_distill_qwen": Template("r1_distill_qwen", _r1_distill_messages, _r1_distill_raw, extract_r1_distill),
     "qwen_math": Template("qwen_math", _qwen_math_messages, _qwen_math_raw, extract_boxed),
-    "r1": Template("r1", _r1_messages, _r1_raw, extract_answer_tags, stop=("</answer>",)),
+    # oat stops r1 samples (training and evaluation) at "</answer>" and keeps it (oat/main.py ZeroMathActor.init).
+    "r1": Template("r1", _r1_messages, _r1_raw, extract_answer_tags, stop=("</answer>",),
+                   chat_template=RAW_CHAT_TEMPLATE),
 }
 
 

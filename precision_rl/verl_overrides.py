@@ -19,6 +19,8 @@ from precision_rl.algorithms import AlgorithmSettings, verl_algorithm_overrides
 from precision_rl.errors import UserError
 from precision_rl.precision import PrecisionArm, verl_precision_overrides
 from precision_rl.registry import ExperimentSpec, Hyper
+from precision_rl.templates import get_template
+from precision_rl.verl_ext.rollout import STOP_KEY
 
 ACTOR = "actor_rollout_ref.actor"
 REF = "actor_rollout_ref.ref"
@@ -32,10 +34,10 @@ ENTRYPOINT = ("-m", "precision_rl.verl_ext.main")
 FILE_LOGGER_ENV = "VERL_FILE_LOGGER_PATH"
 
 # Hyper fields rendered one-to-one (both backends). Fields missing here are rendered by name below
-# (betas/eps, validation sampling, parallelism) or belong to the algorithm module (is_threshold, DAPO).
+# (betas/eps, validation sampling, parallelism) or belong to the algorithm module (is_threshold, DAPO's
+# generation batch and filter).
 HYPER_KEYS = {
     "train_batch_size": "data.train_batch_size",
-    "gen_batch_size": "data.gen_batch_size",
     "max_prompt_length": "data.max_prompt_length",
     "max_response_length": "data.max_response_length",
     "filter_overlong_prompts": "data.filter_overlong_prompts",
@@ -67,6 +69,7 @@ HYPER_KEYS = {
     "save_freq": "trainer.save_freq",
     "max_checkpoints": "trainer.max_actor_ckpt_to_keep",
     "val_before_train": "trainer.val_before_train",
+    "val_only": "trainer.val_only",
 }
 MEGATRON_PARALLEL_KEYS = {
     "megatron_tensor_parallel": "tensor_model_parallel_size",
@@ -165,6 +168,24 @@ def _hyper_overrides(spec: ExperimentSpec) -> list[str]:
     return out + _optimizer_overrides(spec)
 
 
+def _template_overrides(spec: ExperimentSpec) -> list[str]:
+    """Return the prompt rendering and stop strings of the spec's template (none for templates that use neither)."""
+    template = get_template(spec.template)
+    out = []
+    if template.chat_template is not None:
+        out.append(f"++actor_rollout_ref.model.custom_chat_template={_quoted(template.chat_template)}")
+    if template.stop:
+        # read by the rollout extension (precision_rl/verl_ext/rollout.py)
+        out.append(f"++{ROLLOUT}.custom.{STOP_KEY}={_quoted_list(list(template.stop))}")
+    return out
+
+
+def _quoted(text: str) -> str:
+    if '"' in text:
+        raise UserError(f"cannot pass a value with a double quote to Hydra: {text!r}")
+    return f'"{text}"'
+
+
 def _seed_overrides(spec: ExperimentSpec, seed: int) -> list[str]:
     engine = "megatron" if spec.backend == "megatron" else "fsdp_config"
     return [f"data.seed={seed}", f"{ACTOR}.data_loader_seed={seed}", f"{ACTOR}.{engine}.seed={seed}",
@@ -195,6 +216,7 @@ def verl_overrides(spec: ExperimentSpec, arm: PrecisionArm, ctx: RunContext) -> 
         f"reward.custom_reward_function.name={REWARD_FUNCTION}",
         f"+reward.custom_reward_function.reward_kwargs.template={spec.template}",
     ]
+    out += _template_overrides(spec)
     out += verl_algorithm_overrides(spec.algorithm, algorithm_settings(spec.hyper))
     out += verl_precision_overrides(arm, spec.backend)
     out += _hyper_overrides(spec)

@@ -75,3 +75,16 @@ def test_cpu_requirements_pin_the_engines():
 def test_our_tests_do_not_shadow_verls_tests_package():
     assert not (REPO_ROOT / "tests" / "__init__.py").exists()
     assert not list(Path(REPO_ROOT / "tests").rglob("__init__.py"))
+
+
+def test_every_backend_of_the_registry_has_its_gpu_environment():
+    """FSDP runs: environment.yml (with flash-attn); Megatron runs: verl's megatron extra on top, named in the README."""
+    from precision_rl.registry import load_all
+
+    backends = {spec.paper_backend for spec in load_all("paper").values()}
+    assert backends == {"fsdp", "megatron"}
+    assert "flash-attn" in env_pip_packages()["verl"]
+    megatron = [line for line in (REPO_ROOT / "requirements" / "gpu-megatron.txt").read_text().splitlines()
+                if line and not line.startswith("#")]
+    assert megatron == ["verl[megatron]==0.9.1"]  # the same verl as environment.yml, plus its Megatron extra
+    assert "pip install -r requirements/gpu-megatron.txt" in (REPO_ROOT / "README.md").read_text()

@@ -68,3 +68,19 @@ def test_draw_figure_rejects_unknown_names(tmp_path):
         F.draw_figure(data, "fig9", "tiny", tmp_path / "x.png")
     with pytest.raises(UserError, match="unknown scale"):
         F.draw_figure(data, "fig1_training_reward", "huge", tmp_path / "x.png")
+
+
+def test_fork_ablation_draws_both_settings_in_both_precisions(tmp_path, specs):
+    assert {(s.name, a.label) for s, a in F.panel_arms(specs, F.FORK_ABLATION_PANEL)} == {
+        (name, arm) for name in ("sanity/grpo", "ablation/fork_changes") for arm in ("fp16", "bf16")}
+    steps = range(1, 11)
+    for name in ("sanity/grpo", "ablation/fork_changes"):
+        write_run(tmp_path, "tiny", name, "bf16", 1,
+                  [[{"step": s, "data": {M.REWARD: 0.5 + s / 40, M.TOKEN_KL_K3: 1e-5}} for s in steps]])
+    data = F.FigureData(logs.load_runs([tmp_path], progress=False), tmp_path / "mismatch")
+    fig = F.build_fork_ablation(data, "tiny")
+    reward = fig.axes[0]
+    assert P.panel_note(reward) is None
+    styles = {line.get_label(): line.get_linestyle() for line in reward.get_lines() if not line.get_label().startswith("_")}
+    assert styles.get("BF16, fork settings") == "-" and styles.get("BF16, verl defaults") == "--", styles
+    P.plt.close("all")

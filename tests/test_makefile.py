@@ -19,7 +19,7 @@ def make(*args: str) -> subprocess.CompletedProcess:
 def test_make_prints_help_by_default():
     out = make().stdout
     for target in ("setup", "test", "lint", "list", "sanity-fp16", "sanity-bf16", "sanity", "octothinker", "lora",
-                   "moe", "dense14b", "ablation", "fp16-comparison"):
+                   "moe", "dense14b", "ablation", "fork-ablation", "eval-precision", "fp16-comparison"):
         assert f"{target} " in out, target
 
 
@@ -36,3 +36,5 @@ def test_make_sanity_fp16_paper_dry_run_prints_the_verl_command():
 def test_make_list_prints_the_registry():
     out = make("list").stdout
     assert "sanity/pg_seq_mis" in out and "dense14b/dapo" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split() and "/" in line.split()[0]}
+    assert rows["sanity/grpo"][-1] == "fully" and rows["moe/grpo_seq_mis"][-1] == "assumed"

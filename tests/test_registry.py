@@ -24,8 +24,8 @@ def test_every_paper_run_is_registered(specs):
         assert spec.algorithm == algo and set(spec.arm_labels) == {"fp16", "bf16"}
         assert spec.model == "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B" and spec.data.val == ("aime24", "aime25")
     assert specs["octothinker/grpo"].model == "OctoThinker/OctoThinker-3B-Hybrid-Base"
-    assert (specs["lora/grpo_token_tis"].lora.rank, specs["lora/grpo_token_tis"].lora.alpha) == (32, 64)
-    assert (specs["lora/grpo_token_tis_rank1"].lora.rank, specs["lora/grpo_token_tis_rank1"].lora.alpha) == (1, 2)
+    assert (specs["lora/grpo_token_tis"].lora.rank, specs["lora/grpo_token_tis"].lora.alpha) == (1, 2)
+    assert (specs["lora/grpo_token_tis_rank32"].lora.rank, specs["lora/grpo_token_tis_rank32"].lora.alpha) == (32, 64)
     assert {specs[f"moe/{a}"].algorithm for a in ("grpo_seq_mis", "grpo_token_tis", "pg_seq_tis")} == {
         "grpo_seq_mis", "grpo_token_tis", "pg_seq_tis"}
     assert specs["dense14b/dapo"].algorithm == "dapo" and specs["dense14b/dapo"].model == "Qwen/Qwen3-14B-Base"
@@ -43,6 +43,43 @@ def test_paper_values_and_hidden_fork_settings(specs):
     gspo = specs["sanity/gspo"].hyper
     assert (gspo.clip_ratio_low, gspo.clip_ratio_high) == (3e-4, 4e-4)
     assert specs["sanity/pg_seq_tis"].variant_of == "sanity/pg_seq_mis"
+
+
+def test_source_conflicts_are_variants_with_the_default_feeding_the_figures(specs):
+    """Where sources disagree, the default feeds the panel and the other reading is a registered variant."""
+    pairs = {"sanity/gspo_oat": "sanity/gspo", "sanity/grpo_seq_mis_c3": "sanity/grpo_seq_mis",
+             "sanity/pg_seq_tis": "sanity/pg_seq_mis", "lora/grpo_token_tis_rank32": "lora/grpo_token_tis"}
+    for variant, default in pairs.items():
+        assert specs[variant].variant_of == default and not specs[variant].paper and specs[default].paper
+    # GSPO: the VeRL fork's Dr.GRPO settings (panels d are VeRL runs) vs oat's token mean with std normalisation.
+    fork, oat = specs["sanity/gspo"].hyper, specs["sanity/gspo_oat"].hyper
+    assert (fork.loss_agg_mode, fork.norm_adv_by_std) == ("seq-mean-token-sum-norm", False)
+    assert (oat.loss_agg_mode, oat.norm_adv_by_std, oat.loss_scale_factor) == ("seq-mean-token-mean", True, None)
+    assert (specs["sanity/grpo_seq_mis"].hyper.is_threshold, specs["sanity/grpo_seq_mis_c3"].hyper.is_threshold) == (10, 3)
+    # LoRA: the authors' scripts (rank 1, alpha 2) are the primary source and the default.
+    assert specs["lora/grpo_token_tis"].lora.rank == 1
+
+
+def test_evaluation_cadence_follows_the_figures(specs):
+    assert all(specs[f"sanity/{a}"].hyper.test_freq == 50 for a in SANITY_ALGOS)
+    assert all(specs[f"moe/{a}"].hyper.test_freq == 4 for a in ("grpo_seq_mis", "grpo_token_tis", "pg_seq_tis"))
+    assert specs["dense14b/dapo"].hyper.test_freq == 5
+
+
+def test_oat_runs_evaluate_by_sampling_and_have_no_dual_clip(specs):
+    for name in ("octothinker/grpo", "lora/grpo_token_tis", "lora/grpo_token_tis_rank32"):
+        h = specs[name].hyper
+        assert (h.val_temperature, h.val_top_p, h.val_n) == (0.6, 0.95, 1), name
+        assert h.clip_ratio_c >= 1e9, name
+    assert specs["sanity/grpo"].hyper.clip_ratio_c is None  # the VeRL fork kept verl's dual clip
+
+
+def test_assumptions_are_tagged_and_listed(specs):
+    assert specs["sanity/grpo"].assumptions == [] and specs["octothinker/grpo"].assumptions == []
+    moe = specs["moe/grpo_seq_mis"].assumptions
+    assert {"template", "data", "reward", "hyper.is_threshold", "hyper.megatron_tensor_parallel"} <= set(moe)
+    assert {"algorithm", "precision"} <= set(specs["ablation/precision"].assumptions)
+    assert "hyper.is_threshold" in specs["sanity/pg_seq_mis"].assumptions
 
 
 def test_every_panel_of_figures_1_and_2_has_one_experiment(specs):
@@ -119,5 +156,5 @@ def test_unknown_experiment_is_a_clear_error():
 
 def test_select_globs_in_registry_order():
     names = [s.name for s in registry.select(["sanity/grpo*", "moe/*"])]
-    assert names == ["sanity/grpo", "sanity/grpo_seq_mis", "sanity/grpo_token_tis",
+    assert names == ["sanity/grpo", "sanity/grpo_seq_mis", "sanity/grpo_seq_mis_c3", "sanity/grpo_token_tis",
                      "moe/grpo_seq_mis", "moe/grpo_token_tis", "moe/pg_seq_tis"]

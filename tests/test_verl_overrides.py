@@ -12,6 +12,8 @@ import torch
 from precision_rl import registry
 from precision_rl.algorithms import UNCAPPED
 from precision_rl.precision import PrecisionArm
+from precision_rl.templates import RAW_CHAT_TEMPLATE, get_template
+from precision_rl.verl_ext.rollout import stop_strings
 from precision_rl.verl_overrides import RunContext, compose, config_name, to_dataclasses, verl_overrides
 
 SPECS = registry.load_all("paper")
@@ -124,9 +126,26 @@ def assert_hyper_landed(spec, cfg, dc) -> None:
         if h.eps:
             assert over["adam_eps"] == pytest.approx(h.eps)
     assert_schedule_landed(spec, dc["actor"].optim)
+    assert_sampling_landed(spec, cfg)
     if spec.lora:
         assert cfg.actor_rollout_ref.model.lora_rank == spec.lora.rank
         assert cfg.actor_rollout_ref.model.lora_alpha == spec.lora.alpha
+
+
+def assert_sampling_landed(spec, cfg) -> None:
+    """Check the evaluation sampling, the prompt rendering and the stop strings where verl and the rollout
+    extension read them."""
+    rollout, h = cfg.actor_rollout_ref.rollout, spec.hyper
+    if h.val_temperature is not None:
+        assert rollout.val_kwargs.temperature == h.val_temperature
+        assert rollout.val_kwargs.do_sample is (h.val_temperature > 0)
+    if h.val_top_p is not None:
+        assert rollout.val_kwargs.top_p == h.val_top_p
+    if h.val_n is not None:
+        assert rollout.val_kwargs.n == h.val_n
+    template = get_template(spec.template)
+    assert cfg.actor_rollout_ref.model.custom_chat_template == template.chat_template
+    assert stop_strings(rollout.get("custom")) == list(template.stop)
 
 
 def assert_schedule_landed(spec, optim) -> None:
@@ -213,3 +232,63 @@ def test_hydra_would_misread_an_unquoted_bound():
     cfg = compose("ppo_trainer", ["algorithm.rollout_correction.rollout_rs_threshold=0.5_100"])
     assert not isinstance(cfg.algorithm.rollout_correction.rollout_rs_threshold, str)
     assert math.isclose(cfg.algorithm.rollout_correction.rollout_rs_threshold, 0.51)
+
+
+def test_octothinker_renders_the_raw_prompt_the_answer_stop_and_sampled_evaluation():
+    spec, arm, cfg, dc = _build("octothinker/grpo", "bf16")
+    overrides = verl_overrides(spec, arm, CTX)
+    assert '++actor_rollout_ref.rollout.custom.stop=["</answer>"]' in overrides
+    assert cfg.actor_rollout_ref.model.custom_chat_template == RAW_CHAT_TEMPLATE
+    val = cfg.actor_rollout_ref.rollout.val_kwargs
+    assert (val.temperature, val.top_p, val.n, val.do_sample) == (0.6, 0.95, 1, True)
+    assert dc["actor"].clip_ratio_c >= 1e9
+
+
+def test_lora_evaluates_by_sampling_with_the_scripts_rank():
+    spec, _, cfg, _ = _build("lora/grpo_token_tis", "fp16")
+    val = cfg.actor_rollout_ref.rollout.val_kwargs
+    assert (val.temperature, val.top_p, val.n, val.do_sample) == (0.6, 0.95, 1, True)
+    assert (cfg.actor_rollout_ref.model.lora_rank, cfg.actor_rollout_ref.model.lora_alpha) == (1, 2)
+
+
+def test_the_raw_chat_template_gives_the_template_text_after_bos(tiny_random_model):
+    """verl renders a prompt with the model's tokenizer; with the raw template it is oat's text, BOS first."""
+    from transformers import AutoTokenizer
+
+    from precision_rl.templates import chat_prompt, get_template
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_random_model)
+    tokenizer.chat_template = RAW_CHAT_TEMPLATE
+    question = "What is 2 + 3?"
+    raw = get_template("r1").raw(question)
+    messages = chat_prompt(question, "r1")
+    tokenizer.bos_token = None
+    assert tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == raw
+    tokenizer.bos_token = "<|endoftext|>"
+    assert tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == "<|endoftext|>" + raw
+
+
+@pytest.mark.parametrize("c,dual_clip", [(3.0, True), (1e10, False)])
+def test_a_huge_clip_ratio_c_turns_verls_dual_clip_off(c, dual_clip):
+    """oat's PPO loss has no dual clip; verl's vanilla loss caps −A·r at −A·c for A < 0 unless c never binds."""
+    from types import SimpleNamespace
+
+    from verl.trainer.ppo.core_algos import compute_policy_loss_vanilla
+
+    config = SimpleNamespace(clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.2, global_batch_info={},
+                             get=lambda key, default=None: c if key == "clip_ratio_c" else default)
+    log_ratio = torch.tensor([[0.0, 2.0, 19.0, 25.0]])  # up to and past verl's clamp at 20
+    advantages = -torch.ones_like(log_ratio)
+    loss, _ = compute_policy_loss_vanilla(torch.zeros_like(log_ratio), log_ratio, advantages,
+                                          torch.ones_like(log_ratio), loss_agg_mode="token-sum", config=config)
+    ratio = torch.exp(log_ratio.clamp(max=20.0))
+    plain_ppo = torch.maximum(-advantages * ratio, -advantages * ratio.clamp(0.8, 1.2)).sum()
+    assert torch.isclose(loss, plain_ppo, rtol=1e-6).item() is not dual_clip
+
+
+def test_dapo_generation_batch_becomes_v1_in_flight_batches():
+    spec, _, cfg, _ = _build("dense14b/dapo", "bf16")
+    h = spec.hyper
+    assert cfg.algorithm.filter_groups.max_inflight_gen_batches == -(-h.gen_batch_size // h.train_batch_size) == 3
+    assert cfg.data.get("gen_batch_size") is None  # verl's V1 trainer forces 1 and warns about any other value
+    assert cfg.algorithm.filter_groups.max_num_gen_batches == 0  # V1 ignores it: not rendered

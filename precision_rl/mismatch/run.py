@@ -14,6 +14,8 @@ from precision_rl import runs
 from precision_rl.errors import UserError
 from precision_rl.mismatch import metrics, outputs
 from precision_rl.mismatch.config import (
+    GPU_MAX_PROMPT_TOKENS,
+    GPU_MAX_TOKENS,
     REFERENCE,
     TINY_DATA,
     MismatchConfig,
@@ -162,10 +164,10 @@ def config_from_args(args: argparse.Namespace) -> MismatchConfig:
     return MismatchConfig(
         model=args.model or default_model(device), data=args.data or (TINY_DATA if on_cpu else "sanity"),
         dtypes=dtypes, pairs=parse_pairs(args.pairs, dtypes), n=args.n or (8 if on_cpu else 32),
-        max_tokens=args.max_tokens or (128 if on_cpu else 8192), num_prompts=args.num_prompts or (8 if on_cpu else 64),
+        max_tokens=args.max_tokens or (128 if on_cpu else GPU_MAX_TOKENS), num_prompts=args.num_prompts or (8 if on_cpu else 64),
         temperature=args.temperature, top_p=args.top_p, seed=args.seed, train_mode=args.train_mode,
         reference=not args.no_reference, exact_kl=args.exact_kl, ignore_eos=args.ignore_eos,
-        max_model_len=args.max_model_len or (512 if on_cpu else 32768), batch_tokens=args.batch_tokens or
+        max_model_len=args.max_model_len or (512 if on_cpu else GPU_MAX_TOKENS + GPU_MAX_PROMPT_TOKENS), batch_tokens=args.batch_tokens or
         (8192 if on_cpu else 65536), overwrite=args.overwrite, name=args.name, device=device)
 
 
@@ -177,7 +179,8 @@ def add_parser(sub) -> None:
     p.add_argument("--dtypes", default="bf16 fp16", help="inference=training dtypes to measure, e.g. 'bf16 fp16'")
     p.add_argument("--pairs", default="self", help="self | all | train-infer list, e.g. 'bf16-fp16,fp16-bf16'")
     p.add_argument("--n", type=int, help="samples per prompt (default 8 on CPU, 32 on GPU)")
-    p.add_argument("--max-tokens", type=int, help="response budget (default 128 on CPU, 8192 on GPU)")
+    p.add_argument("--max-tokens", type=int, help=f"response budget (default 128 on CPU, {GPU_MAX_TOKENS} on GPU, "
+                   "as Fig. 5's ~26K-token sequences need)")
     p.add_argument("--num-prompts", type=int, help="prompts to use (default 8 on CPU, 64 on GPU)")
     p.add_argument("--temperature", type=float, default=1.0)
     p.add_argument("--top-p", type=float, default=1.0)

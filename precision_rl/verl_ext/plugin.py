@@ -4,8 +4,8 @@ verl imports this module in its driver and in each Ray worker through ``VERL_USE
 (``verl/__init__.py:49-52``); ``precision_rl.verl_ext.main`` sets that variable. Importing it installs, each when
 verl's module that it extends is first imported (so no process pays for modules it never uses):
 
-- at both scales: the trainer (``trainer.py``), the engine that reports the fp16 loss scale (``engine.py``) and the
-  truncation-aware reward managers (``reward.py``);
+- at both scales: the trainer (``trainer.py``), the engine that reports the fp16 loss scale (``engine.py``), the
+  truncation-aware reward managers (``reward.py``) and the rollout server's stop strings (``rollout.py``);
 - with ``VERL_PLATFORM=cpu`` only: the CPU platform (``cpu_platform.py``), the CPU build of the engine, and the
   workarounds in ``cpu_patches.py``.
 """
@@ -16,7 +16,7 @@ import os
 
 from wrapt import register_post_import_hook
 
-from precision_rl.verl_ext import cpu_patches
+from precision_rl.verl_ext import cpu_patches, rollout
 from precision_rl.verl_ext.settings import PLATFORM_ENV, PLATFORM_NAME
 
 
@@ -70,6 +70,7 @@ def install() -> None:
     register_post_import_hook(_register_engines(cpu), "verl.workers.engine.fsdp.transformer_impl")
     register_post_import_hook(_install_trainer, "verl.trainer.ppo.v1.trainer_sync")
     register_post_import_hook(_register_reward_managers, "verl.experimental.reward_loop.reward_manager")
+    register_post_import_hook(rollout.install_stop_strings, rollout.SERVER_MODULE)
 
 
 install()

@@ -77,3 +77,15 @@ def test_missing_data_and_model_are_clear_errors(tiny_random_model, tmp_path, mo
     assert main(["mismatch", "--model", str(tiny_random_model), "--max-tokens", "5000", "--device", "cpu"]) == 2
     assert "exceeds the model's 512 positions" in capsys.readouterr().err
     assert not any(tmp_path.rglob("summary.json"))
+
+
+def test_gpu_defaults_cover_the_papers_long_sequences():
+    """Fig. 5's sequences reach ~26K tokens: the GPU default budget must allow them (the CPU one stays small)."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    mismatch_run.add_parser(parser.add_subparsers())
+    gpu = mismatch_run.config_from_args(parser.parse_args(["mismatch", "--device", "cuda"]))
+    assert gpu.max_tokens >= 26_000 and gpu.max_model_len >= gpu.max_tokens + 1024
+    cpu = mismatch_run.config_from_args(parser.parse_args(["mismatch", "--device", "cpu", "--model", "local/tiny"]))
+    assert cpu.max_tokens == 128

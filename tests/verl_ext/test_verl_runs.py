@@ -34,8 +34,15 @@ SMALL = [
     "actor_rollout_ref.rollout.val_kwargs.n=1", f"reward.custom_reward_function.path={REWARD}",
     "reward.custom_reward_function.name=compute_score",
 ]
-# DAPO's overlong shaping must fit the shrunken response length.
-EXTRA = {"dense14b/dapo": ["++reward.reward_kwargs.max_resp_len=16", "++reward.reward_kwargs.overlong_buffer_cfg.len=4"]}
+# Characters that are a token of the tiny tokenizer and occur in no other token: an untrained model samples one of
+# them every ~16 tokens, so a stop list of them ends most responses early, always on their last character.
+STOP_CHARS = "cgjqvzABCDEFGHIJKLMNOQRSUVXYZ"
+STOP = ["++actor_rollout_ref.rollout.custom.stop=[" + ",".join(f'"{c}"' for c in STOP_CHARS) + "]"]
+# DAPO's overlong shaping must fit the shrunken response length; one family samples with stop strings.
+# The evaluation-only experiments are verl's validation before training, which SMALL turns off for the others.
+EXTRA = {"dense14b/dapo": ["++reward.reward_kwargs.max_resp_len=16", "++reward.reward_kwargs.overlong_buffer_cfg.len=4"],
+         "sanity/pg_seq_mis": STOP, "eval/inference_precision_8k": ["trainer.val_before_train=true"],
+         "eval/inference_precision_32k": ["trainer.val_before_train=true"]}
 REQUIRED = ["critic/score/mean", "response_length/mean", "actor/grad_norm", "actor/entropy", "actor/pg_loss",
             "training/rollout_probs_diff_max", "training/rollout_probs_diff_mean", "training/rollout_probs_diff_std",
             "rollout_corr/kl", "rollout_corr/k3_kl", PROBS_DIFF_MAX, PROBS_DIFF_MIN, LOSS_SCALE, SKIPPED_STEPS,
@@ -134,9 +141,20 @@ def test_two_verl_steps(verl_run, tiny_random_model, home, experiment, arm):
         assert (data[LOSS_SCALE] > 1) is (arm == "fp16")
     assert any(k.startswith("val-core/tiny_sanity_val/") for k in steps[2])
     assert _changed(tiny_random_model, run_dir), "no parameter changed in two steps"
-    told = [json.loads(line)["truncated"] for line in (home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl")
-            .read_text().splitlines()]
-    assert told and all(isinstance(t, bool) for t in told), "the reward function was not told about truncation"
+    logged = [json.loads(line) for line in (home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl")
+              .read_text().splitlines()]
+    assert logged and all(isinstance(x["truncated"], bool) for x in logged), "the reward function was not told about truncation"
+    if EXTRA.get(experiment) == STOP:
+        _assert_generation_stopped_at_the_stop_strings([x["response"] for x in logged], tiny_random_model)
+
+
+def _assert_generation_stopped_at_the_stop_strings(responses: list[str], model_dir: Path) -> None:
+    """Every response ends at its first stop character or has none (the extension in verl_ext/rollout.py)."""
+    vocab = json.loads((model_dir / "tokenizer.json").read_text())["model"]["vocab"]
+    assert all(sum(c in token for token in vocab) == 1 for c in STOP_CHARS), "STOP_CHARS no longer fit the tokenizer"
+    first = [min((r.find(c) for c in STOP_CHARS if c in r), default=-1) for r in responses]
+    assert all(i in (-1, len(r) - 1) for i, r in zip(first, responses, strict=True)), responses
+    assert sum(i >= 0 for i in first) >= len(responses) // 4, "the stop strings never ended a response"
 
 
 def test_fp16_and_bf16_manifests_differ_only_in_precision(verl_run):
@@ -171,7 +189,14 @@ def _every_arm() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("experiment,arm", _every_arm(), ids=[f"{e}-{a}" for e, a in _every_arm()])
 def test_every_registered_arm_runs_two_verl_steps(verl_run, experiment, arm):
     """Every experiment x precision arm of the registry through verl at tiny scale (`make test-grid`, ~2 min each)."""
+    from precision_rl.registry import load_experiment
+
     steps = _steps(verl_run(experiment, arm))
+    if load_experiment(experiment, "tiny").hyper.val_only:
+        assert sorted(steps) == [0], "an evaluation-only run validates once and stops"
+        scores = [v for k, v in steps[0].items() if k.startswith("val-core/tiny_sanity_val/")]
+        assert scores and all(math.isfinite(v) for v in scores)
+        return
     assert sorted(steps) == [1, 2]
     for data in steps.values():
         for key in REQUIRED:
