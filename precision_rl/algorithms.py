@@ -136,6 +136,9 @@ def verl_algorithm_overrides(name: str, settings: AlgorithmSettings) -> list[str
                            "overlong_penalty_factor", "max_response_length") if getattr(settings, f) is None]
     if missing:
         raise UserError(f"algorithm dapo needs hyper.{', hyper.'.join(missing)}")
+    if settings.gen_batch_size <= 0 or settings.train_batch_size <= 0:
+        raise UserError(f"algorithm dapo needs positive batch sizes, got gen_batch_size {settings.gen_batch_size} "
+                        f"and train_batch_size {settings.train_batch_size}")
     return grpo + [
         "actor_rollout_ref.actor.policy_loss.loss_mode=vanilla",
         *_correction(decoupled, None, None, None),

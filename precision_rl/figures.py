@@ -399,7 +399,7 @@ def build_ablation(data: FigureData, scale: str):
 
 
 def _by_fork_setting(spec: ExperimentSpec, arm: PrecisionArm) -> tuple[str, str, str]:
-    verl_defaults = spec.family == "ablation"
+    verl_defaults = spec.variant_of is not None  # the fork-settings run is the paper's; the other is its variant
     setting = "verl defaults" if verl_defaults else "fork settings"
     return (P.PRECISION_COLORS.get(arm.train, "0.3"), "--" if verl_defaults else "-",
             f"{P.precision_label(arm.train, arm.infer)}, {setting}")

@@ -389,6 +389,9 @@ def validate(doc: dict, name: str, shown: str, scale: str) -> ExperimentSpec:
     except UserError as exc:
         raise SpecError(shown, "algorithm", str(exc)) from None
     hyper = parse_hyper(eff["hyper"], shown)
+    if hyper.val_only and hyper.val_before_train is False:
+        raise SpecError(shown, "hyper.val_only", "an evaluation-only run is verl's validation before training: "
+                        "val_before_train must not be false (verl would train instead)")
     if algorithm in NEEDS_IS_THRESHOLD and hyper.is_threshold is None:
         raise SpecError(shown, "hyper.is_threshold", f"algorithm {algorithm} needs the importance-ratio cap C")
     variant_of = doc.get("variant_of")

@@ -129,6 +129,8 @@ def tree(tmp_path):
     ({"hyper": {"lr_scheduler_type": "linear"}, "sources": {"algorithm": "t", "hyper.lr_scheduler_type": "t"}},
      "hyper.lr_scheduler_type"),
     ({"modle": "x"}, "modle"),
+    ({"hyper": {"val_only": True, "val_before_train": False},
+      "sources": {"algorithm": "t", "hyper.val_only": "t", "hyper.val_before_train": "t"}}, "hyper.val_only"),
     ({"extends": "_base/nope.yaml"}, "extends"),
 ])
 def test_bad_specs_name_file_and_field(tree, change, field):

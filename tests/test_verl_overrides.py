@@ -292,3 +292,13 @@ def test_dapo_generation_batch_becomes_v1_in_flight_batches():
     assert cfg.algorithm.filter_groups.max_inflight_gen_batches == -(-h.gen_batch_size // h.train_batch_size) == 3
     assert cfg.data.get("gen_batch_size") is None  # verl's V1 trainer forces 1 and warns about any other value
     assert cfg.algorithm.filter_groups.max_num_gen_batches == 0  # V1 ignores it: not rendered
+
+
+def test_dapo_refuses_a_batch_size_that_is_not_positive():
+    from precision_rl.algorithms import AlgorithmSettings, verl_algorithm_overrides
+    from precision_rl.errors import UserError
+
+    settings = AlgorithmSettings(filter_groups_metric="acc", gen_batch_size=12, train_batch_size=0,
+                                 overlong_buffer_len=4, overlong_penalty_factor=1.0, max_response_length=16)
+    with pytest.raises(UserError, match="positive batch sizes"):
+        verl_algorithm_overrides("dapo", settings)

@@ -21,6 +21,8 @@ from precision_rl import cli, paths, runs
 from precision_rl.logs import load_run_dir
 from precision_rl.metrics import LOSS_SCALE, PROBS_DIFF_MAX, PROBS_DIFF_MIN, SKIPPED_STEPS
 from precision_rl.supervise import SHM_DIR
+from precision_rl.verl_ext.rollout import STOP_KEY
+from precision_rl.verl_overrides import ROLLOUT
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +39,7 @@ SMALL = [
 # Characters that are a token of the tiny tokenizer and occur in no other token: an untrained model samples one of
 # them every ~16 tokens, so a stop list of them ends most responses early, always on their last character.
 STOP_CHARS = "cgjqvzABCDEFGHIJKLMNOQRSUVXYZ"
-STOP = ["++actor_rollout_ref.rollout.custom.stop=[" + ",".join(f'"{c}"' for c in STOP_CHARS) + "]"]
+STOP = [f"++{ROLLOUT}.custom.{STOP_KEY}=[" + ",".join(f'"{c}"' for c in STOP_CHARS) + "]"]
 # DAPO's overlong shaping must fit the shrunken response length; one family samples with stop strings.
 # The evaluation-only experiments are verl's validation before training, which SMALL turns off for the others.
 EXTRA = {"dense14b/dapo": ["++reward.reward_kwargs.max_resp_len=16", "++reward.reward_kwargs.overlong_buffer_cfg.len=4"],
