@@ -1,6 +1,6 @@
 """The algorithm knob: the one place where the paper's algorithm names become verl 0.9.1 keys.
 
-Definitions (research/paper_spec.md §2; verl_spec.md §2), with ρ = π_old/μ the training/inference ratio:
+Definitions (docs/sources.md#losses, docs/verl.md#rollout-correction), with ρ = π_old/μ the training/inference ratio:
 - ``grpo``: PPO-clip policy loss on group-relative advantages (Dr.GRPO when std normalisation is off).
 - ``grpo_token_tis``: each token's loss × min(ρ_t, C) (verl decoupled mode, token IS).
 - ``grpo_seq_mis``: the sequence's loss × ρ·1{ρ ≤ C} (sequence IS + seq_sum_k1 rejection).

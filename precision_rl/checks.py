@@ -3,7 +3,7 @@
 Rules
 - ``sanity_reward``: a sanity-test run passes when its final training reward (trailing mean over the last
   ``series.TRAIL_WINDOW`` = 5 logged steps of ``critic/score/mean``) is ≥ 0.95: the paper's criterion of
-  > 95 % training accuracy on the "perfectible" set (research/paper_spec.md §0).
+  > 95 % training accuracy on the "perfectible" set (docs/sources.md#headline-numbers).
 - ``mismatch_logged``: the run logged a training–inference mismatch metric at all.
 - ``mismatch_start/<stat>``: the median of the first ``START_STEPS`` logged steps stays under the bound of the
   run's precision (every run: the paper quotes step-0 values for both dtypes).
@@ -45,7 +45,7 @@ class Bounds:
     source: str
 
 
-# Paper numbers (research/paper_spec.md §0 and §3, read off Fig. 3): at step 0, mean |π − μ| ≈ 0.004 (BF16) vs
+# Paper numbers (docs/sources.md#headline-numbers, read off Fig. 3): at step 0, mean |π − μ| ≈ 0.004 (BF16) vs
 # ≈ 0.0007 (FP16) in VeRL; token KL[μ‖π] ≈ 1e-3 (BF16) vs ≈ 1e-5 (FP16) in Oat, FP16 staying ≈ 1e-5 throughout;
 # FP16's max/min of π − μ stay within about ±0.1 while collapsing runs reach ±1.
 # Margins: 3x on probability differences (figure reading, other kernels and hardware) and 10x ≈ 3² on KL, which

@@ -1,4 +1,4 @@
-"""The paper's figures, built from the tidy table and the registry (research/paper_spec.md §3).
+"""The paper's figures, built from the tidy table and the registry (docs/figures.md).
 
 Which experiments and precision arms feed a panel comes from each spec's ``paper`` list (``fig1a``,
 ``fig3:bf16``, ``ablation``): nothing here names an experiment. Panel titles are derived from the experiment's

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# --- verl 0.9.1 names (research/verl_spec.md §3) ---
+# --- verl 0.9.1 names (docs/verl.md#metrics) ---
 REWARD = "critic/score/mean"
 RESPONSE_LENGTH = "response_length/mean"
 GRAD_NORM = "actor/grad_norm"  # non-finite (logged as null) when the fp16 loss scaler skipped the step
@@ -66,7 +66,7 @@ MEAN_ABS_DIFF_Q = Quantity("mean_abs_diff", "Mean |π − μ|", (PROBS_DIFF_ABS_
 TOKEN_KL_K1_Q = Quantity("token_kl_k1", "KL[μ‖π] per token (k1)", _with_bypass(TOKEN_KL_K1))
 TOKEN_KL_K3_Q = Quantity("token_kl_k3", "KL[μ‖π] per token (k3)", _with_bypass(TOKEN_KL_K3))
 # The figures' and checks' token KL: k3 where logged (unbiased for KL(μ‖π) and never negative, so it fits a log
-# axis; research/cpu_probe.md §4 finds k1 noise-dominated on small models), else k1.
+# axis; docs/verl.md#vllm-on-cpu finds k1 noise-dominated on small models), else k1.
 TOKEN_KL_Q = Quantity("token_kl", "KL[μ‖π] per token", _with_bypass(TOKEN_KL_K3) + _with_bypass(TOKEN_KL_K1))
 PROBS_DIFF_MAX_Q = Quantity("probs_diff_max", "max of π − μ", (PROBS_DIFF_MAX,))
 PROBS_DIFF_MIN_Q = Quantity("probs_diff_min", "min of π − μ", (PROBS_DIFF_MIN,))

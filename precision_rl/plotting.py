@@ -1,7 +1,7 @@
 """The one plotting module: style, colours, curve drawing (faint raw + bold EMA, seed bands), the "no runs" panel,
 captions that name the scale, atomic PNG + PDF saving, and the drawing of Fig. 5 (offline mismatch).
 
-Colours follow the paper (research/paper_spec.md §3): BF16 blue, FP16 green (FP32 a third colour); in
+Colours follow the paper (docs/figures.md#styling): BF16 blue, FP16 green (FP32 a third colour); in
 multi-algorithm plots tab10 in the order GRPO, Token-TIS, Seq-MIS, GSPO, PG-Seq-IS (algorithms.ALGORITHMS order).
 """
 

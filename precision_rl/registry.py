@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from precision_rl import REPO_ROOT
+from precision_rl import REPO_ROOT, docs_refs
 from precision_rl.algorithms import NEEDS_IS_THRESHOLD, check_algorithm
 from precision_rl.errors import SpecError, UserError
 from precision_rl.precision import PRECISIONS, PrecisionArm
@@ -360,6 +360,12 @@ def _check_sources(doc: dict, shown: str) -> dict[str, str]:
         if key not in sources:
             raise SpecError(shown, f"sources.{key}", "missing: every value that differs from verl's defaults "
                             "must say where it comes from")
+    for key, text in sources.items():
+        if not docs_refs.references(text):
+            raise SpecError(shown, f"sources.{key}", "must cite a section of the project's docs as "
+                            "docs/<file>.md#<section>")
+        if missing := docs_refs.unresolved(text):
+            raise SpecError(shown, f"sources.{key}", f"cites {', '.join(missing)}, which is not a heading under docs/")
     return dict(sources)
 
 

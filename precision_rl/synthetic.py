@@ -66,7 +66,7 @@ def run_records(steps: int, precision: str, rng: np.random.Generator, n_metrics:
                 test_freq: int = 10, bypass: bool = False) -> list[dict]:
     """Return synthetic verl-style records (one per step, ``n_metrics`` metrics each, validation every ``test_freq``).
 
-    Mismatch levels follow the paper's step-0 values (research/paper_spec.md §0) and grow after a collapse.
+    Mismatch levels follow the paper's step-0 values (docs/sources.md#headline-numbers) and grow after a collapse.
     """
     reward = reward_curve(steps, rng, collapse_at=collapse_at)
     base_diff = {"bf16": 0.004, "fp16": 0.0007, "fp32": 1e-6}[precision]

@@ -108,12 +108,16 @@ def _write(root: Path, rel: str, doc: dict) -> Path:
     return path
 
 
+# A source that resolves: any heading of the project's docs.
+SRC = "docs/sources.md#suite-settings: test value"
+
+
 @pytest.fixture
 def tree(tmp_path):
     """A private registry: a copy of the sanity base plus one experiment to break."""
     base = yaml.safe_load((registry.EXPERIMENTS_DIR / "_base" / "sanity.yaml").read_text())
     _write(tmp_path, "_base/sanity.yaml", base)
-    good = {"extends": "_base/sanity.yaml", "description": "x", "algorithm": "grpo", "sources": {"algorithm": "t"}}
+    good = {"extends": "_base/sanity.yaml", "description": "x", "algorithm": "grpo", "sources": {"algorithm": SRC}}
     _write(tmp_path, "fam/exp.yaml", good)
     return tmp_path, good
 
@@ -126,12 +130,15 @@ def tree(tmp_path):
     ({"hyper": {"is_threshold": 2.0}}, "sources.hyper.is_threshold"),
     ({"algorithm": "grpo_token_tis", "hyper": {"is_threshold": None}}, "hyper.is_threshold"),
     ({"backend": "deepspeed"}, "backend"),
-    ({"hyper": {"lr_scheduler_type": "linear"}, "sources": {"algorithm": "t", "hyper.lr_scheduler_type": "t"}},
+    ({"hyper": {"lr_scheduler_type": "linear"}, "sources": {"algorithm": SRC, "hyper.lr_scheduler_type": SRC}},
      "hyper.lr_scheduler_type"),
     ({"modle": "x"}, "modle"),
     ({"hyper": {"val_only": True, "val_before_train": False},
-      "sources": {"algorithm": "t", "hyper.val_only": "t", "hyper.val_before_train": "t"}}, "hyper.val_only"),
+      "sources": {"algorithm": SRC, "hyper.val_only": SRC, "hyper.val_before_train": SRC}}, "hyper.val_only"),
     ({"extends": "_base/nope.yaml"}, "extends"),
+    ({"sources": {"algorithm": "paper_spec §1b row 1"}}, "sources.algorithm"),
+    ({"sources": {"algorithm": "docs/sources.md#no-such-section: x"}}, "sources.algorithm"),
+    ({"sources": {"algorithm": "docs/nowhere.md#tags: x"}}, "sources.algorithm"),
 ])
 def test_bad_specs_name_file_and_field(tree, change, field):
     root, good = tree

@@ -203,7 +203,7 @@ def test_a_misspelled_precision_key_fails_the_proof():
 
 
 def test_the_legacy_dtype_key_is_rejected_by_verl():
-    # PR #4036's actor.dtype no longer exists in 0.9.1 (verl_spec.md §1): composition itself must fail.
+    # PR #4036's actor.dtype no longer exists in 0.9.1 (docs/verl.md#precision-keys): composition itself must fail.
     from hydra.errors import ConfigCompositionException
 
     with pytest.raises(ConfigCompositionException, match="actor_rollout_ref.actor.dtype"):

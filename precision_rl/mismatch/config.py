@@ -10,7 +10,7 @@ from precision_rl.errors import UserError
 from precision_rl.precision import PRECISIONS, PrecisionArm, check_precision
 
 GPU_DEFAULT_MODEL = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
-# Fig. 5's sequences reach ~26K tokens, so the paper's generation budget was about 32K (paper_spec §3 Fig. 5).
+# Fig. 5's sequences reach ~26K tokens, so the paper's generation budget was about 32K (docs/figures.md#fig-5-offline-mismatch).
 GPU_MAX_TOKENS = 32768
 GPU_MAX_PROMPT_TOKENS = 1024  # the sanity test's prompt limit (data.max_prompt_length)
 TINY_DATA = "tiny"

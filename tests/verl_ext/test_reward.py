@@ -6,7 +6,15 @@ import numpy as np
 import pytest
 import torch
 
-from precision_rl.verl_ext.reward import DAPO_MANAGER, NAIVE_MANAGER, is_truncated, manager_classes, register_managers
+from precision_rl.verl_ext.reward import (
+    DAPO_MANAGER,
+    NAIVE_MANAGER,
+    ends_in_stop_string,
+    is_truncated,
+    manager_classes,
+    register_managers,
+)
+from precision_rl.verl_ext.rollout import STOP_KEY
 
 EOS = 7
 
@@ -19,6 +27,20 @@ EOS = 7
 ])
 def test_is_truncated(ids, valid, cap, expected):
     assert is_truncated(ids, valid, cap, {EOS}) is expected
+
+
+def test_a_stop_string_at_the_cap_is_not_truncation():
+    assert is_truncated([1, 2, 3, 4], 4, 4, {EOS}, stopped_by_string=True) is False
+
+
+def test_ends_in_stop_string_reads_the_decoded_tail(tiny_random_model):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_random_model)
+    ids = tokenizer("<answer> 12 </answer>", add_special_tokens=False)["input_ids"]
+    assert ends_in_stop_string(tokenizer, ids, len(ids), ["</answer>"])
+    assert not ends_in_stop_string(tokenizer, ids, len(ids) - 1, ["</answer>"])
+    assert not ends_in_stop_string(tokenizer, ids, len(ids), [])
 
 
 def _batch(tokenizer, prompt: str, response: str, width: int):
@@ -62,3 +84,11 @@ def test_verls_manager_scores_a_truncated_answer_zero(tiny_random_model, name):
     # The same answer with room to spare scores 1.
     config.data.max_response_length = width + 4
     assert score(_batch(tokenizer, "q", answer, width + 4)) == 1.0
+
+    # An answer that ends in the rollout's stop string exactly at the cap stopped for the string, not the cap.
+    stopped = answer + "</answer>"
+    width = len(tokenizer(stopped, add_special_tokens=False)["input_ids"])
+    config.data.max_response_length = width
+    assert score(_batch(tokenizer, "q", stopped, width)) == 0.0
+    config.actor_rollout_ref = {"rollout": {"custom": {STOP_KEY: ["</answer>"]}}}
+    assert score(_batch(tokenizer, "q", stopped, width)) == 1.0
