@@ -53,7 +53,7 @@ def measure(model: str, dtype: str, gemm: str) -> dict:
 
 
 def main() -> int:
-    """Run every configuration in a subprocess, print the table, write the JSON record; return 0."""
+    """Run every configuration in a subprocess, print the table, write the JSON record; return 0 (1 on a failure)."""
     with tempfile.TemporaryDirectory(prefix="bench-vllm-fp16-") as tmp:
         from precision_rl.tiny.model import build_random_model
 
@@ -61,7 +61,11 @@ def main() -> int:
         rows = []
         for dtype, gemm in CONFIGS:
             out = subprocess.run([sys.executable, __file__, "--one", model, dtype, gemm], capture_output=True,
-                                 text=True, check=True, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+                                 text=True, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+            if out.returncode != 0:
+                last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+                print(f"bench-vllm-fp16: {dtype} with {gemm} GEMMs failed: {last}", file=sys.stderr)
+                return 1
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     hardware = machine()
     print(f"CPU: {hardware['cpu_model']} x{hardware['cpu_count']}, "

@@ -19,12 +19,12 @@ from precision_rl import REPO_ROOT, docs_refs
 from precision_rl.algorithms import NEEDS_IS_THRESHOLD, check_algorithm
 from precision_rl.errors import SpecError, UserError
 from precision_rl.precision import PRECISIONS, PrecisionArm
+from precision_rl.templates import TEMPLATES
 
 EXPERIMENTS_DIR = REPO_ROOT / "experiments"
 BASE_DIR_NAME = "_base"
 SCALES = ("paper", "tiny")
 BACKENDS = ("fsdp", "megatron")
-TEMPLATES = ("r1_distill_qwen", "qwen_math", "r1")
 # A ``sources`` entry carrying this tag is the suite's assumption, not a published value.
 ASSUMPTION_TAG = "[A]"
 
@@ -407,7 +407,7 @@ def validate(doc: dict, name: str, shown: str, scale: str) -> ExperimentSpec:
     return ExperimentSpec(
         name=name, path=shown, scale=scale, description=description.strip(),
         paper=_parse_paper(doc.get("paper"), shown), sources=sources,
-        model=_require_str(eff, "model", shown), template=_require_str(eff, "template", shown, TEMPLATES),
+        model=_require_str(eff, "model", shown), template=_require_str(eff, "template", shown, tuple(TEMPLATES)),
         data=_parse_data(eff["data"], shown), algorithm=algorithm, arms=_parse_arms(eff["precision"], shown),
         backend=_require_str(eff, "backend", shown, BACKENDS), lora=_parse_lora(eff.get("lora"), shown),
         hyper=hyper, resources=_parse_resources(eff["resources"], shown), variant_of=variant_of,

@@ -10,9 +10,11 @@ from precision_rl.errors import UserError
 from precision_rl.precision import PRECISIONS, PrecisionArm, check_precision
 
 GPU_DEFAULT_MODEL = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
-# Fig. 5's sequences reach ~26K tokens, so the paper's generation budget was about 32K (docs/figures.md#fig-5-offline-mismatch).
+# Fig. 5's sequences reach ~26K tokens, so the paper's generation budget was about 32K
+# (docs/figures.md#fig-5-offline-mismatch).
 GPU_MAX_TOKENS = 32768
-GPU_MAX_PROMPT_TOKENS = 1024  # the sanity test's prompt limit (data.max_prompt_length)
+# The GPU default prompts are the sanity set's, so their length limit is that experiment's.
+SANITY_EXPERIMENT = "sanity/grpo"
 TINY_DATA = "tiny"
 TRAIN_MODES = ("fsdp", "pure")
 REFERENCE = "fp32"
@@ -135,3 +137,10 @@ def default_model(device: str) -> str:
             build_random_model(out)
         return str(out)
     return str(ensure_tiny_model())
+
+
+def gpu_max_prompt_tokens() -> int:
+    """Return the prompt-length limit of the GPU default prompts: the sanity experiment's ``max_prompt_length``."""
+    from precision_rl.registry import load_experiment
+
+    return int(load_experiment(SANITY_EXPERIMENT).hyper.max_prompt_length)

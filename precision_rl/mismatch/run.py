@@ -14,12 +14,12 @@ from precision_rl import runs
 from precision_rl.errors import UserError
 from precision_rl.mismatch import metrics, outputs
 from precision_rl.mismatch.config import (
-    GPU_MAX_PROMPT_TOKENS,
     GPU_MAX_TOKENS,
     REFERENCE,
     TINY_DATA,
     MismatchConfig,
     default_model,
+    gpu_max_prompt_tokens,
     model_slug,
     pair_dirname,
     parse_dtypes,
@@ -164,11 +164,13 @@ def config_from_args(args: argparse.Namespace) -> MismatchConfig:
     return MismatchConfig(
         model=args.model or default_model(device), data=args.data or (TINY_DATA if on_cpu else "sanity"),
         dtypes=dtypes, pairs=parse_pairs(args.pairs, dtypes), n=args.n or (8 if on_cpu else 32),
-        max_tokens=args.max_tokens or (128 if on_cpu else GPU_MAX_TOKENS), num_prompts=args.num_prompts or (8 if on_cpu else 64),
+        max_tokens=args.max_tokens or (128 if on_cpu else GPU_MAX_TOKENS),
+        num_prompts=args.num_prompts or (8 if on_cpu else 64),
         temperature=args.temperature, top_p=args.top_p, seed=args.seed, train_mode=args.train_mode,
         reference=not args.no_reference, exact_kl=args.exact_kl, ignore_eos=args.ignore_eos,
-        max_model_len=args.max_model_len or (512 if on_cpu else GPU_MAX_TOKENS + GPU_MAX_PROMPT_TOKENS), batch_tokens=args.batch_tokens or
-        (8192 if on_cpu else 65536), overwrite=args.overwrite, name=args.name, device=device)
+        max_model_len=args.max_model_len or (512 if on_cpu else GPU_MAX_TOKENS + gpu_max_prompt_tokens()),
+        batch_tokens=args.batch_tokens or (8192 if on_cpu else 65536), overwrite=args.overwrite, name=args.name,
+        device=device)
 
 
 def add_parser(sub) -> None:

