@@ -1,18 +1,27 @@
 """The paper's reward: extract the answer per template, then accept it when any equivalence check says so.
 
-Order (cheapest first): Hendrycks string match; a numeric shortcut when both sides are plain numbers; then sympy
-(PRM800K rules) and math-verify, each under ``timeout_s`` (a timeout is "incorrect"). Reward is 1/0; a response cut
-at the length cap scores 0. Verdicts for (answer, ground truth) pairs are memoised, since a batch of samples of the
-same prompt repeats answers.
+Order (cheapest first): Hendrycks string match and a numeric shortcut when both sides are plain numbers; then sympy
+(PRM800K rules) and math-verify. Each of the three steps runs under ``timeout_s`` (a timeout is "incorrect"). Reward
+is 1/0; a response cut at the length cap scores 0. Whatever goes wrong inside grading (an exception of the grader or
+of a library it calls, a crashed worker process) scores 0 and is logged with its reason: ``grade`` never raises, so
+one odd response can never abort a training step.
+
+Verdicts for (answer, ground truth) pairs are memoised, since a batch of samples of the same prompt repeats answers.
+The memo is keyed by a 16-byte digest of the pair, so each entry has the same small size whatever the answers' length,
+and the memo's memory is bounded by ``VERDICT_CACHE_ENTRIES`` entries of that size.
 """
 
 from __future__ import annotations
 
+import hashlib
+import logging
 import re
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
+
+from cachetools import LRUCache
 
 from precision_rl.reward.equivalence import math_verify_equal, mathd_equal, sympy_equal, warm_up
 from precision_rl.reward.extract import last_boxed
@@ -21,7 +30,15 @@ from precision_rl.reward.timeout import run_with_timeout
 from precision_rl.templates import get_template
 
 DEFAULT_TIMEOUT_S = 1.0  # the paper's grader: 1 s per grading call
+VERDICT_CACHE_ENTRIES = 65536
+# Python refuses int/str conversions above 4,300 digits (sys.int_info.str_digits_check_threshold); longer numbers
+# skip the exact-number shortcut and go to the time-limited checks.
+_MAX_PLAIN_NUMBER_CHARS = 4000
 _PLAIN_NUMBER = re.compile(r"-?(\d+(\.\d*)?|\.\d+)")
+_MAX_LOGGED_REASONS = 64
+
+logger = logging.getLogger(__name__)
+_logged_reasons: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -32,13 +49,14 @@ class GradeResult:
     acc: bool
     pred: str | None
     formatted: bool
+    error: str | None = None  # why grading failed (the score is then 0), None when it ran through
 
 
 def _plain_number(text: str | None) -> Fraction | None:
     if text is None:
         return None
     text = strip_thousands(text.strip())
-    if not _PLAIN_NUMBER.fullmatch(text):
+    if len(text) > _MAX_PLAIN_NUMBER_CHARS or not _PLAIN_NUMBER.fullmatch(text):
         return None
     return Fraction(text)
 
@@ -80,50 +98,91 @@ def _truth_strings(ground_truth) -> list[str]:
     return out
 
 
-@lru_cache(maxsize=65536)
-def _equal_cached(pred: str, truth: str, timeout_s: float) -> bool:
-    return _equal(pred, truth, timeout_s, cache=True)
-
-
-def _equal(pred: str, truth: str, timeout_s: float, cache: bool = False) -> bool:
+def _cheap_verdict(pred: str, truth: str) -> bool | None:
+    """Return True when the Hendrycks forms match, the numeric shortcut's verdict when it is certain, else None."""
     if mathd_equal(pred, truth):
         return True
-    verdict = _numeric_verdict(pred, truth)
-    if verdict is not None:
-        return verdict
+    return _numeric_verdict(pred, truth)
+
+
+_VERDICTS: LRUCache = LRUCache(maxsize=VERDICT_CACHE_ENTRIES)
+_VERDICTS_LOCK = threading.Lock()  # verl grades from a thread pool; cachetools caches are not thread-safe
+
+
+def _verdict_key(pred: str, truth: str, timeout_s: float) -> bytes:
+    blob = f"{timeout_s!r}\0{len(pred)}\0{pred}\0{truth}".encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(blob, digest_size=16).digest()
+
+
+def _equal(pred: str, truth: str, timeout_s: float) -> tuple[bool, bool]:
+    """Return (equal, certain): ``certain`` is False when a check ran out of time (such a verdict is not memoised)."""
+    finished, verdict = run_with_timeout(_cheap_verdict, (pred, truth), timeout_s)
+    if finished and verdict is not None:
+        return verdict, True
     warm_up()
-    timed_out = False
+    timed_out = not finished
     for check in (sympy_equal, math_verify_equal):
         finished, equal = run_with_timeout(check, (pred, truth), timeout_s)
         if finished and equal:
-            return True
+            return True, True
         timed_out |= not finished
-    if timed_out and cache:
-        raise _Uncacheable
-    return False
-
-
-class _Uncacheable(Exception):
-    """A verdict that came from a timeout: valid now, but not to be memoised."""
+    return False, not timed_out
 
 
 def answers_equal(pred: str, truth: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
-    """Return whether answer ``pred`` is equivalent to ground truth ``truth`` under the paper's rules."""
-    try:
-        return _equal_cached(pred, truth, timeout_s)
-    except _Uncacheable:
-        return False
+    """Return whether answer ``pred`` is equivalent to ground truth ``truth`` under the paper's rules.
+
+    May raise what a check raises; ``grade`` turns that into a score of 0.
+    """
+    key = _verdict_key(pred, truth, timeout_s)
+    with _VERDICTS_LOCK:
+        verdict = _VERDICTS.get(key)
+    if verdict is None:
+        verdict, certain = _equal(pred, truth, timeout_s)
+        if certain:
+            with _VERDICTS_LOCK:
+                _VERDICTS[key] = verdict
+    return verdict
+
+
+def _log_failure(reason: str) -> None:
+    """Log a grading failure once per distinct reason (at most ``_MAX_LOGGED_REASONS`` per process)."""
+    if reason in _logged_reasons or len(_logged_reasons) >= _MAX_LOGGED_REASONS:
+        return
+    _logged_reasons.add(reason)
+    logger.warning("grader failed, the response scores 0: %s", reason)
+
+
+def _failure_reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc)[:200]}"
+
+
+def _as_text(response) -> str:
+    if isinstance(response, bytes):
+        return response.decode("utf-8", "replace")
+    return response if isinstance(response, str) else str(response or "")
 
 
 def grade(response: str, ground_truth, template: str, truncated: bool = False,
           timeout_s: float = DEFAULT_TIMEOUT_S) -> GradeResult:
-    """Return the GradeResult of one ``response`` against ``ground_truth`` (a string or a list of acceptable ones)."""
-    extraction = get_template(template).extract(response or "")
-    if truncated or extraction.pred is None:
-        return GradeResult(0.0, False, extraction.pred, extraction.formatted)
-    pred = extraction.pred
-    correct = any(answers_equal(pred, truth, timeout_s) for truth in _truth_strings(ground_truth))
-    return GradeResult(1.0 if correct else 0.0, correct, pred, extraction.formatted)
+    """Return the GradeResult of one ``response`` against ``ground_truth`` (a string or a list of acceptable ones).
+
+    Never raises on any response or ground truth: a failure inside grading gives a score of 0 with ``error`` set,
+    and is logged. Only a configuration error, an unknown ``template``, raises (``UserError``), before any grading.
+    """
+    extract = get_template(template).extract
+    pred, formatted = None, False
+    try:
+        extraction = extract(_as_text(response))
+        pred, formatted = extraction.pred, extraction.formatted
+        if truncated or pred is None:
+            return GradeResult(0.0, False, pred, formatted)
+        correct = any(answers_equal(pred, truth, timeout_s) for truth in _truth_strings(ground_truth))
+        return GradeResult(1.0 if correct else 0.0, correct, pred, formatted)
+    except Exception as exc:  # noqa: BLE001 - a grading failure must never escape into the training step
+        reason = _failure_reason(exc)
+        _log_failure(reason)
+        return GradeResult(0.0, False, pred, formatted, error=reason)
 
 
 def grade_batch(responses: Sequence[str], ground_truths: Sequence, template: str,

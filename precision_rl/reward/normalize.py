@@ -51,6 +51,17 @@ def _fix_slash(s: str) -> str:
     return f"\\frac{{{m.group(1)}}}{{{m.group(2)}}}" if m else s
 
 
+def _drop_trailing_text(s: str) -> str:
+    r"""Return ``s`` cut before its first ``\text{`` when ``s`` ends in ``}`` (a trailing unit such as ``5\text{ cm}``).
+
+    The same cut as ``re.sub(r"\\text\{.*?\}$", "", s)``, in linear time (that lazy pattern rescans the rest of the
+    string from every ``\text{``), then stripped; a result that would be empty keeps ``s``.
+    """
+    start = s.find("\\text{")
+    cut = s[:start] if start >= 0 and s.endswith("}") else s
+    return cut.strip() or s
+
+
 def _strip_units(s: str) -> str:
     for _ in range(2):
         for pattern in _UNIT_RE:
@@ -74,14 +85,12 @@ def mathd_normalize(answer: str | None) -> str | None:
     if m:
         s = m.group("text").strip()
     s = s.replace("\n", "").replace("\\!", "").replace("\\\\", "\\")
-    s = re.sub(r"\\begin\{array\}\{.*?\}", r"\\begin{pmatrix}", s)
+    s = re.sub(r"\\begin\{array\}\{[^}]*\}", r"\\begin{pmatrix}", s)
     s = re.sub(r"\\end\{array\}", r"\\end{pmatrix}", s).replace("bmatrix", "pmatrix")
     s = s.replace("tfrac", "frac").replace("dfrac", "frac")
     s = s.replace("\\neq", "\\ne").replace("\\leq", "\\le").replace("\\geq", "\\ge")
     s = s.replace("\\left", "").replace("\\right", "")
-    without_text = re.sub(r"\\text\{.*?\}$", "", s).strip()
-    if without_text and without_text != s:
-        s = without_text
+    s = _drop_trailing_text(s)
     s = _strip_units(s)
     s = s.replace("^{\\circ}", "").replace("^\\circ", "")
     s = s.replace("\\$", "")
