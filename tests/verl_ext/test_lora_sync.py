@@ -1,5 +1,5 @@
 """verl's LoRA weight sync collects the adapter with peft inside an FSDP1 summon (utils/fsdp_utils.py:754); the pinned
-peft (requirements/verl-deps.txt) must return it, or vLLM receives an empty adapter and the run stalls."""
+peft (requirements/cpu.in) must return it, or vLLM receives an empty adapter and the run stalls."""
 
 from __future__ import annotations
 
