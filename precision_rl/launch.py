@@ -20,7 +20,7 @@ from pathlib import Path
 from precision_rl import REPO_ROOT, runs
 from precision_rl.errors import UserError
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K3
-from precision_rl.paths import DATA_ENV, cache_root, data_root, runs_root, vllm_cache_root
+from precision_rl.paths import DATA_ENV, cache_root, data_root, runs_root
 from precision_rl.precision import PrecisionArm
 from precision_rl.registry import ExperimentSpec
 from precision_rl.scale import ScaleDecision
@@ -111,7 +111,7 @@ def parse_loggers(text: str) -> tuple[str, ...]:
 
 
 def ray_temp_dir(run_dir: Path, attempt: int) -> Path:
-    """Return a Ray temp folder of this run attempt alone, short enough for Ray's socket paths."""
+    """Return the temp folder of this run attempt alone (Ray's, vLLM's, Python's), short enough for socket paths."""
     digest = hashlib.sha1(f"{run_dir}#{attempt}".encode()).hexdigest()[:10]
     inside = cache_root() / "ray" / digest
     return inside if len(str(inside)) <= _RAY_TEMP_MAX_CHARS else Path(tempfile.gettempdir()) / f"prl-ray-{digest}"
@@ -126,11 +126,19 @@ def _model_path(spec: ExperimentSpec, scale: str) -> str:
 
 
 def run_env(run_dir: Path, attempt: int, metrics_path: Path, on_cpu: bool) -> dict[str, str]:
-    """Return the environment variables a run sets (on top of the caller's environment)."""
+    """Return the environment variables a run sets (on top of the caller's environment).
+
+    Everything a run writes outside its directory goes to the attempt's own temp folder, which the launcher removes
+    when the attempt ends: Ray's session, vLLM's IPC sockets and cache, Python's temp files. Two runs at the same
+    time therefore share no socket, cache file or temp file; the price is that vLLM's compile cache does not carry
+    over from one run to the next.
+    """
+    temp = ray_temp_dir(run_dir, attempt)
     env = {
         FILE_LOGGER_ENV: str(metrics_path),
-        "RAY_TMPDIR": str(ray_temp_dir(run_dir, attempt)),
-        "VLLM_CACHE_ROOT": str(vllm_cache_root()),
+        "RAY_TMPDIR": str(temp),
+        "TMPDIR": str(temp),
+        "VLLM_CACHE_ROOT": str(temp / "vllm"),
         "TOKENIZERS_PARALLELISM": "false",
         "VLLM_NO_USAGE_STATS": "1",
         "HF_HUB_DISABLE_TELEMETRY": "1",
@@ -146,6 +154,8 @@ def plan_run(spec: ExperimentSpec, arm: PrecisionArm, decision: ScaleDecision, o
         run_dir = runs.latest_run_dir(root, decision.scale, spec.name, arm.label, options.seed)
         if run_dir is None:
             raise UserError(f"RESUME=1 but there is no earlier run of {name} at scale {decision.scale} to resume")
+        if runs.effective_status(runs.read_manifest(run_dir)) == "running":
+            raise UserError(f"RESUME=1 but {run_dir} is still running: stop it first (Ctrl-C or kill its launcher)")
         attempt = runs.next_attempt(run_dir)
     else:
         run_dir, attempt = runs.planned_run_dir(root, decision.scale, spec.name, arm.label, options.seed), 0
@@ -161,10 +171,36 @@ def plan_run(spec: ExperimentSpec, arm: PrecisionArm, decision: ScaleDecision, o
     plan.platform_overrides = cpu_platform_overrides(gpus) if plan.on_cpu else []
     plan.overrides = plan.profile_overrides + plan.platform_overrides + list(options.extra)
     if options.resume:
-        plan.overrides.append("trainer.resume_mode=auto")
+        plan.overrides += resume_overrides(run_dir / "checkpoints", runs.last_logged_step(run_dir))
     plan.argv = verl_command(spec, plan.overrides)
     plan.env = run_env(run_dir, attempt, plan.metrics_path, plan.on_cpu)
     return plan
+
+
+def resume_overrides(checkpoints: Path, last_logged: int | None) -> list[str]:
+    """Return the verl overrides that resume from the newest checkpoint whose step has its metrics line.
+
+    verl saves a step's checkpoint before it validates and logs that step (``trainer/ppo/v1/trainer_base.py:485``
+    vs ``:514``), so a run killed in between has a checkpoint past its last metrics line; resuming from it would
+    never log that step. Such a resume goes back to an earlier checkpoint that is kept, or starts over.
+    """
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path, get_checkpoint_tracker_filename
+
+    tracked = Path(get_checkpoint_tracker_filename(str(checkpoints))).is_file()
+    latest = find_latest_ckpt_path(str(checkpoints)) if tracked else None
+    if latest is None or _checkpoint_step(Path(latest)) <= (last_logged or 0):
+        return ["trainer.resume_mode=auto"]
+    kept = [p for p in checkpoints.glob("global_step_*") if (p / "actor").is_dir()
+            and _checkpoint_step(p) <= (last_logged or 0)]
+    if kept:
+        return ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={max(kept, key=_checkpoint_step)}"]
+    print(f"note: the newest checkpoint ({Path(latest).name}) is past the last logged step ({last_logged}) and no "
+          "earlier one is kept: the resumed attempt starts from step 1", file=sys.stderr)
+    return ["trainer.resume_mode=disable"]
+
+
+def _checkpoint_step(folder: Path) -> int:
+    return int(folder.name.rsplit("_", 1)[-1])
 
 
 def check_composes(plan: RunPlan):
@@ -238,7 +274,7 @@ def begin_attempt(plan: RunPlan) -> None:
     else:
         doc = runs.read_manifest(plan.run_dir)
     doc["attempts"].append({"attempt": plan.attempt, "metrics": plan.metrics_path.name, "command": plan.command,
-                            "started": runs.utc_stamp(), "status": "running"})
+                            "started": runs.utc_stamp(), "status": "running", "launcher": runs.launcher_record()})
     doc["status"] = "running"
     runs.write_manifest(plan.run_dir, doc)
 
@@ -289,7 +325,8 @@ def execute(plan: RunPlan) -> int:
         outcome = supervise([sys.executable, *plan.argv[1:]], _subprocess_env(plan), plan.run_dir,
                             plan.run_dir / runs.TRAIN_LOG, plan.metrics_path,
                             total_steps=int(cfg.trainer.total_training_steps or 0) or None, desc=plan.name,
-                            watchdog_s=plan.watchdog_s, ray_temp_dir=plan.ray_temp_dir, postfix_keys=PROGRESS_KEYS)
+                            watchdog_s=plan.watchdog_s, ray_temp_dir=plan.ray_temp_dir, postfix_keys=PROGRESS_KEYS,
+                            run_dir=plan.run_dir, attempt=plan.attempt)
     except InterruptedRun as stop:
         record = stop.outcome
         finish_attempt(plan, "interrupted", record.exit_code, reason=record.reason,

@@ -140,7 +140,7 @@ def _manifest_info(run_dir: Path) -> RunInfo:
         seed = doc["seed"]
         info = RunInfo(run=str(doc["run_name"]), scale=str(doc["scale"]), experiment=str(doc["experiment"]),
                        algorithm=str(doc.get("algorithm") or UNKNOWN), precision_train=str(prec["train"]),
-                       precision_infer=str(prec["infer"]), seed=int(seed), status=doc.get("status"),
+                       precision_infer=str(prec["infer"]), seed=int(seed), status=runs.effective_status(doc),
                        wall_time_s=_attempts_seconds(doc.get("attempts") or []), source=str(run_dir),
                        created=str(doc.get("created") or run_dir.name))
     except (KeyError, TypeError, ValueError) as exc:

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import re
+import socket
 import subprocess
 import time
 from datetime import datetime, timezone
@@ -95,6 +96,18 @@ def next_attempt(run_dir: Path) -> int:
     return max(seen + [last_file]) + 1
 
 
+def last_logged_step(run_dir: Path) -> int | None:
+    """Return the highest step with a complete metrics line in any attempt of the run (None when there is none)."""
+    steps = []
+    for path in attempt_files(run_dir):
+        for raw in path.read_bytes().split(b"\n")[:-1]:
+            try:
+                steps.append(int(json.loads(raw)["step"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+    return max(steps) if steps else None
+
+
 def _atomic_write_json(path: Path, doc: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
@@ -123,6 +136,40 @@ def update_attempt(run_dir: Path, attempt: int, **fields: Any) -> dict:
         doc["status"] = fields["status"]
     write_manifest(run_dir, doc)
     return doc
+
+
+# An attempt's status: running, then finished | failed | interrupted (recorded by the launcher) or killed (recorded by
+# its guardian when the launcher died). DIED is never written: readers derive it for an attempt still marked running
+# whose launcher process is gone (both launcher and guardian were killed).
+DIED = "died"
+
+
+def launcher_record() -> dict:
+    """Return what identifies this process later: pid, start time and host."""
+    import psutil
+
+    return {"pid": os.getpid(), "started": psutil.Process().create_time(), "host": socket.gethostname()}
+
+
+def launcher_alive(record: dict) -> bool | None:
+    """Return whether the launcher of ``record`` still runs (None when it ran on another host or is unknown)."""
+    import psutil
+
+    if not record or record.get("host") != socket.gethostname():
+        return None
+    try:
+        return psutil.Process(record["pid"]).create_time() == record["started"]
+    except (psutil.Error, KeyError, TypeError):
+        return False
+
+
+def effective_status(doc: dict) -> str | None:
+    """Return the manifest's status, with ``died`` for a run marked running whose launcher is gone."""
+    status = doc.get("status")
+    if status != "running":
+        return status
+    attempts = doc.get("attempts") or [{}]
+    return DIED if launcher_alive(attempts[-1].get("launcher") or {}) is False else status
 
 
 def git_state(repo: Path = REPO_ROOT) -> dict:

@@ -218,6 +218,34 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
+def _start_guardian(verl_pid: int, env: dict[str, str], cwd: Path, log, ray_temp_dir: Path | None,
+                    shm_before: set[str], run_dir: Path | None, attempt: int | None) -> subprocess.Popen:
+    """Start the run's guardian in a session of its own (a kill of this process group leaves it alive)."""
+    from precision_rl.guardian import config_line
+
+    guardian = subprocess.Popen([sys.executable, "-m", "precision_rl.guardian"], stdin=subprocess.PIPE,
+                                stdout=log, stderr=log, env=env, cwd=cwd, start_new_session=True)
+    guardian.stdin.write(config_line(verl_pid, ray_temp_dir, shm_before, run_dir, attempt))
+    guardian.stdin.flush()
+    return guardian
+
+
+def _release_guardian(guardian: subprocess.Popen) -> None:
+    """Tell the guardian that this process cleaned up itself, and wait for it to leave."""
+    from precision_rl.guardian import DONE
+
+    try:
+        guardian.stdin.write(DONE + b"\n")
+        guardian.stdin.close()
+    except OSError:
+        pass
+    try:
+        guardian.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        guardian.kill()
+        guardian.wait()
+
+
 def _bar(total: int | None, desc: str):
     from tqdm import tqdm
 
@@ -237,11 +265,14 @@ def _postfix(data: dict, keys: dict[str, str]) -> str:
 
 def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, metrics_path: Path, *,
               total_steps: int | None, desc: str, watchdog_s: float | None, ray_temp_dir: Path | None,
-              postfix_keys: dict[str, str] | None = None) -> Outcome:
+              postfix_keys: dict[str, str] | None = None, run_dir: Path | None = None,
+              attempt: int | None = None) -> Outcome:
     """Run ``argv`` until it ends, the watchdog fires, or the user interrupts; clean up; return the Outcome.
 
     A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one by the CLI) stops the run, cleans up, and is re-raised
     after the outcome is recorded in the returned object's place: callers catch it and record "interrupted".
+    A guardian process (``precision_rl.guardian``) cleans up instead when this process dies without doing it, and
+    then records attempt ``attempt`` of ``run_dir`` as killed.
     """
     shm_before = _shm_entries()
     tail: collections.deque[str] = collections.deque(maxlen=200)
@@ -251,6 +282,7 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                             start_new_session=True)
     tree = _Tree(psutil.Process(proc.pid), str(ray_temp_dir) if ray_temp_dir else None)
+    guardian = _start_guardian(proc.pid, env, cwd, log, ray_temp_dir, shm_before, run_dir, attempt)
 
     def copy_output():
         for raw in proc.stdout:
@@ -295,6 +327,7 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
         if ray_temp_dir is not None:
             shutil.rmtree(ray_temp_dir, ignore_errors=True)
         removed_shm = remove_new_shm(shm_before)
+        _release_guardian(guardian)
         log.close()
     if status is None:
         status = "finished" if code == 0 else "failed"

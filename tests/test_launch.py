@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 
 import psutil
@@ -230,3 +233,77 @@ def test_a_rollout_that_cannot_fit_is_refused_before_verl_starts(isolated):
         "actor_rollout_ref.rollout.tensor_model_parallel_size=2",)))
     with pytest.raises(Exception, match="rollout tensor parallel size 2 does not divide the 1 GPU"):
         launch.check_composes(plan)
+
+
+# A stand-in for verl that leaves what a real run leaves outside its directory: a shared-memory segment and a file in
+# its temp folder; then it hangs.
+LEAVES = ("import os, time; open(f'/dev/shm/prl-test-{os.getpid()}', 'w').write('x'); "
+          "open(os.path.join(os.environ['TMPDIR'], 'leftover'), 'w').write('x'); print('started', flush=True); "
+          "time.sleep(600)")
+LAUNCHER = """
+from precision_rl import launch
+from precision_rl.registry import load_experiment
+from precision_rl.scale import ScaleDecision
+spec = load_experiment("sanity/grpo")
+plan = launch.plan_run(spec, spec.arm("bf16"), ScaleDecision("paper", "paper", "test"), launch.RunOptions())
+plan.argv = ["python", "-c", {body!r}]
+launch.execute(plan)
+"""
+
+
+def _wait_for(predicate, seconds: float):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_a_killed_launcher_is_cleaned_up_by_its_guardian(isolated):
+    """SIGKILL to the launcher: its guardian stops verl, removes the temp folder and shm, records the attempt."""
+    _data_files(isolated, load_experiment("sanity/grpo"))
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER.format(body=LEAVES)], env=dict(os.environ),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    arm_dir = isolated / "runs" / "paper" / "sanity" / "grpo" / "bf16"
+    started = lambda: any("started" in p.read_text() for p in arm_dir.glob("*/train.log"))  # noqa: E731
+    try:
+        assert _wait_for(started, 120), "the stand-in run did not start"
+        run_dir = next(arm_dir.iterdir())
+        verl = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[-1] == LEAVES]
+        assert len(verl) == 1
+        shm = f"/dev/shm/prl-test-{verl[0].pid}"
+        temp = launch.ray_temp_dir(run_dir, 0)
+        assert os.path.exists(shm) and (temp / "leftover").exists()
+    finally:
+        launcher.kill()
+        launcher.wait()
+    killed = lambda: runs.read_manifest(run_dir)["status"] == "killed"  # noqa: E731
+    assert _wait_for(killed, 60), runs.read_manifest(run_dir)["attempts"]
+    attempt = runs.read_manifest(run_dir)["attempts"][0]
+    assert attempt["reason"].startswith("the launcher ended without cleaning up")
+    assert not verl[0].is_running() and not os.path.exists(shm) and not temp.exists()
+
+
+def test_resume_refuses_a_run_that_is_still_running(isolated):
+    spec = load_experiment("sanity/grpo")
+    plan = launch.plan_run(spec, spec.arm("bf16"), PAPER, launch.RunOptions())
+    runs.create_run_dir(plan.run_dir)
+    runs.write_manifest(plan.run_dir, {"status": "running", "attempts": [
+        {"attempt": 0, "status": "running", "launcher": runs.launcher_record()}]})
+    with pytest.raises(Exception, match="is still running"):
+        launch.plan_run(spec, spec.arm("bf16"), PAPER, launch.RunOptions(resume=True))
+
+
+def test_resume_goes_back_to_a_checkpoint_whose_step_was_logged(tmp_path, capsys):
+    """A kill between verl's checkpoint of step S and its metrics line of step S: resume from an earlier one."""
+    ckpt = tmp_path / "checkpoints"
+    assert launch.resume_overrides(ckpt, None) == ["trainer.resume_mode=auto"]
+    for step in (4, 6):
+        (ckpt / f"global_step_{step}" / "actor").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("6")
+    assert launch.resume_overrides(ckpt, 6) == ["trainer.resume_mode=auto"]
+    assert launch.resume_overrides(ckpt, 5) == ["trainer.resume_mode=resume_path",
+                                                f"trainer.resume_from_path={ckpt / 'global_step_4'}"]
+    assert launch.resume_overrides(ckpt, 3) == ["trainer.resume_mode=disable"]
+    assert "starts from step 1" in capsys.readouterr().err

@@ -32,3 +32,17 @@ def test_latest_run_dir_picks_newest(tmp_path):
         runs.create_run_dir(runs.planned_run_dir(tmp_path, "tiny", "sanity/grpo", "fp16", 1, now=t))
     assert runs.latest_run_dir(tmp_path, "tiny", "sanity/grpo", "fp16", 1).name == "s1-19700101T000140Z"
     assert runs.latest_run_dir(tmp_path, "tiny", "sanity/grpo", "fp16", 2) is None
+
+
+def test_a_running_attempt_whose_launcher_is_gone_reads_as_died():
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    record = {**runs.launcher_record(), "pid": gone.pid}
+    gone.wait()
+    doc = lambda launcher: {"status": "running", "attempts": [{"status": "running", "launcher": launcher}]}  # noqa: E731
+    assert runs.effective_status(doc(record)) == runs.DIED
+    assert runs.effective_status(doc(runs.launcher_record())) == "running"  # this very process
+    assert runs.effective_status(doc({**record, "host": "another-node"})) == "running"  # cannot tell from here
+    assert runs.effective_status({"status": "killed", "attempts": []}) == "killed"

@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+import warnings
 from pathlib import Path
 
 import psutil
 import pytest
 import torch
 
-from precision_rl import cli, paths, runs
+from precision_rl import REPO_ROOT, cli, paths, runs
 from precision_rl.logs import load_run_dir
 from precision_rl.metrics import LOSS_SCALE, PROBS_DIFF_MAX, PROBS_DIFF_MIN, SKIPPED_STEPS
 from precision_rl.supervise import SHM_DIR
@@ -54,6 +60,8 @@ REQUIRED = ["critic/score/mean", "response_length/mean", "actor/grad_norm", "act
 # 2 cores, mostly verl's and vLLM's start; GSPO and the other registered arms run in `make test-grid`.
 FAMILIES = [("sanity/grpo", "fp16"), ("sanity/grpo", "bf16"), ("sanity/pg_seq_mis", "bf16"),
             ("dense14b/dapo", "bf16"), ("lora/grpo_token_tis", "bf16")]
+# Started at the same moment, as `make sanity-fp16 & make sanity-bf16` would: both must finish, sharing nothing.
+CONCURRENT = [("sanity/grpo", "fp16"), ("sanity/grpo", "bf16")]
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +97,8 @@ def verl_run(home, tiny_random_model):
     patch.setenv(paths.RUNS_ENV, str(home / "runs"))
 
     def run(experiment: str, arm: str, *more: str) -> Path:
+        if (experiment, arm) in CONCURRENT and (experiment, arm) not in done:
+            done.update(_run_concurrently(home, CONCURRENT))
         if (experiment, arm) not in done:
             patch.setenv(REWARD_LOG_ENV, str(home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl"))
             shm_before = {p.name for p in SHM_DIR.iterdir()}
@@ -102,6 +112,28 @@ def verl_run(home, tiny_random_model):
 
     yield run
     patch.undo()
+
+
+def _launch(home: Path, experiment: str, arm: str, *more: str, seed: int = 42) -> subprocess.Popen:
+    """Start ``python -m precision_rl run`` for one arm in a process of its own (as `make` does)."""
+    argv = [sys.executable, "-m", "precision_rl", "run", experiment, "--scale", "tiny", "--precision", arm,
+            "--seed", str(seed), "--watchdog", "600", "--", *SMALL, *EXTRA.get(experiment, []), *more]
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT),
+               **{REWARD_LOG_ENV: str(home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl")})
+    return subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def _run_concurrently(home: Path, arms: list[tuple[str, str]]) -> dict[tuple[str, str], Path]:
+    """Run ``arms`` at the same time; return their run directories once every one has finished and cleaned up."""
+    shm_before = {p.name for p in SHM_DIR.iterdir()}
+    procs = {arm: _launch(home, *arm) for arm in arms}
+    outputs = {arm: proc.communicate(timeout=1800)[0].decode(errors="replace") for arm, proc in procs.items()}
+    for arm, proc in procs.items():
+        assert proc.returncode == 0, f"{arm} failed beside {len(arms) - 1} other run(s):\n{outputs[arm][-3000:]}"
+    dirs = {arm: runs.latest_run_dir(home / "runs", "tiny", *arm, 42) for arm in arms}
+    for run_dir in dirs.values():
+        _assert_nothing_left(run_dir, shm_before)
+    return dirs
 
 
 def _assert_nothing_left(run_dir: Path, shm_before: set[str]) -> None:
@@ -168,15 +200,42 @@ def test_fp16_and_bf16_manifests_differ_only_in_precision(verl_run):
     assert (fp16["precision"]["train"], bf16["precision"]["train"]) == ("fp16", "bf16")
 
 
-def test_resume_continues_from_verls_checkpoint_into_a_new_attempt(verl_run, home):
-    run_dir = verl_run("sanity/grpo", "bf16")
-    first = (run_dir / "metrics.jsonl").read_bytes()
-    more = [o.replace("total_training_steps=2", "total_training_steps=3") for o in SMALL]
-    assert cli.main(["run", "sanity/grpo", "--scale", "tiny", "--precision", "bf16", "--resume", "--", *more]) == 0
-    assert (run_dir / "metrics.jsonl").read_bytes() == first
-    assert [json.loads(x)["step"] for x in (run_dir / "metrics.attempt1.jsonl").read_text().splitlines()] == [3]
-    assert [a["status"] for a in runs.read_manifest(run_dir)["attempts"]] == ["finished", "finished"]
-    merged = load_run_dir(run_dir)
+def test_a_killed_launcher_leaves_nothing_and_resume_logs_every_step_once(verl_run, home):
+    """SIGKILL to the launcher mid-run: the guardian cleans up and marks the attempt killed; every reader copes with
+    a truncated last line; RESUME=1 continues from verl's checkpoint and the merged metrics hold each step once."""
+    verl_run("sanity/grpo", "bf16")  # the module's runs first: the kill must not race another run's checks
+    more = [o.replace("total_training_steps=2", "total_training_steps=3").replace("save_freq=2", "save_freq=1")
+            for o in SMALL]
+    seed = 7
+    shm_before = {p.name for p in SHM_DIR.iterdir()}
+    launcher = _launch(home, "sanity/grpo", "bf16", *more, seed=seed)
+    arm = runs.arm_dir(home / "runs", "tiny", "sanity/grpo", "bf16")
+    metrics = lambda: [p for p in arm.glob(f"s{seed}-*/metrics.jsonl") if p.read_text().count("\n") >= 2]  # noqa: E731
+    deadline = time.monotonic() + 900
+    while not metrics() and launcher.poll() is None and time.monotonic() < deadline:
+        time.sleep(1)
+    os.kill(launcher.pid, signal.SIGKILL)
+    launcher.wait()
+    assert metrics(), "the run did not log two steps before the kill"
+    run_dir = metrics()[0].parent
+    deadline = time.monotonic() + 120
+    while runs.read_manifest(run_dir)["status"] != "killed" and time.monotonic() < deadline:
+        time.sleep(1)
+    assert [a["status"] for a in runs.read_manifest(run_dir)["attempts"]] == ["killed"]
+    _assert_nothing_left(run_dir, shm_before)
+
+    with open(run_dir / "metrics.jsonl", "a") as fh:  # what a kill in the middle of a write leaves
+        fh.write('{"step": 3, "data": {"critic/score/me')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_run_dir(run_dir)
+    assert any("truncated" in str(w.message) for w in caught)
+    argv = ["run", "sanity/grpo", "--scale", "tiny", "--precision", "bf16", "--seed", str(seed), "--resume", "--", *more]
+    assert cli.main(argv) == 0
+    assert [a["status"] for a in runs.read_manifest(run_dir)["attempts"]] == ["killed", "finished"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        merged = load_run_dir(run_dir)
     rewards = [step for step, name in zip(merged.steps, merged.names, strict=True) if name == "critic/score/mean"]
     assert rewards == [1, 2, 3]
 
