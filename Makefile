@@ -38,7 +38,7 @@ LAUNCH = $(PY) -m precision_rl run $(RUN_FLAGS)
 
 
 .PHONY: tiny-model bench bench-tiny bench-vllm-fp16
-.PHONY: help setup lock test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity fp16-comparison octothinker lora moe \
+.PHONY: grid help setup lock test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity fp16-comparison octothinker lora moe \
 	dense14b ablation fork-ablation eval-precision clean-venv
 
 help: ## Show this help
@@ -113,6 +113,15 @@ ablation: $(STAMP) ## Precision ablation: train x infer in {bf16, fp16, fp32} on
 
 fork-ablation: $(STAMP) ## FP16 vs BF16 with and without the fork's optimizer/loss changes (sanity GRPO, beyond the paper)
 	@$(LAUNCH) sanity/grpo ablation/fork_changes $(if $(PRECISION),--precision $(PRECISION))
+
+# GRID selects experiments (names or globs), SEEDS overrides the seeds each experiment names.
+GRID ?= *
+SEEDS ?=
+GRID_FLAGS = --scale $(SCALE) --loggers $(LOGGERS) $(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
+	$(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(EXTRA),--extra '$(EXTRA)') $(if $(WATCHDOG),--watchdog $(WATCHDOG)) \
+	$(if $(PRECISION),--precision $(PRECISION)) $(if $(SEEDS),--seeds '$(SEEDS)')
+grid: $(STAMP) ## Every experiment x arm x seed without a finished run, resumable in parts: make grid [GRID='sanity/*'] [SEEDS='42 1'] [DRY_RUN=1]
+	@$(PY) -m precision_rl grid $(foreach g,$(GRID),'$(g)') $(GRID_FLAGS)
 
 eval-precision: $(STAMP) ## R1-Distill-1.5B evaluated with BF16 vs FP16 inference, no RL, 8K and 32K budgets (Table 2)
 	@$(LAUNCH) 'eval/*' $(if $(PRECISION),--precision $(PRECISION))

@@ -1,4 +1,4 @@
-"""Command line: ``python -m precision_rl {list,show,run,data,mismatch,tiny-model}``; every user error is one line
+"""Command line: ``python -m precision_rl {list,show,run,grid,data,mismatch,tiny-model}``; every user error is one line
 and exit 2."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from dataclasses import replace
 
 import yaml
 
@@ -16,7 +17,7 @@ from precision_rl.launch import RunOptions, execute, parse_loggers, plan_run
 from precision_rl.mismatch import run as mismatch_run
 from precision_rl.precision import PrecisionArm, parse_arm
 from precision_rl.registry import ExperimentSpec
-from precision_rl.scale import SCALE_CHOICES, resolve_scale
+from precision_rl.scale import SCALE_CHOICES, ScaleDecision, resolve_scale
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -78,26 +79,73 @@ def _selected_runs(specs: list[ExperimentSpec], precisions: list[str], panel: st
     return runs
 
 
-def cmd_run(args) -> int:
-    """Run (or print, with --dry-run) every selected experiment × arm; return the first non-zero exit code."""
+def _decide_and_select(args) -> tuple[ScaleDecision, list[tuple[ExperimentSpec, PrecisionArm]], RunOptions]:
+    """Return the scale decision (announced loudly), the selected experiment arms and the run options of ``args``."""
     decision = resolve_scale(args.scale, dry_run=args.dry_run)
     banner = f"== SCALE={args.scale} -> {decision.scale} ({decision.reason}) =="
     print(banner, file=sys.stderr)
-    if args.seed < 0:
-        raise UserError(f"SEED must be a non-negative integer, got {args.seed}")
     specs = registry.select(args.experiments, decision.scale)
     precisions = [p for chunk in args.precision for p in chunk.split(",") if p] if args.precision else []
     extra = tuple(shlex.split(args.extra or "")) + tuple(args.overrides)
     if args.watchdog is not None and args.watchdog < 0:
         raise UserError(f"WATCHDOG must be a number of seconds >= 0 (0 turns it off), got {args.watchdog}")
-    options = RunOptions(seed=args.seed, dry_run=args.dry_run, resume=args.resume, gpus=args.gpus,
-                         nnodes=args.nnodes, extra=extra, loggers=parse_loggers(args.loggers), watchdog_s=args.watchdog)
-    plans = [plan_run(spec, arm, decision, options) for spec, arm in _selected_runs(specs, precisions, args.panel)]
+    options = RunOptions(dry_run=args.dry_run, gpus=args.gpus, nnodes=args.nnodes, extra=extra,
+                         loggers=parse_loggers(args.loggers), watchdog_s=args.watchdog)
+    return decision, _selected_runs(specs, precisions, args.panel), options
+
+
+def cmd_run(args) -> int:
+    """Run (or print, with --dry-run) every selected experiment × arm; return the first non-zero exit code."""
+    if args.seed < 0:
+        raise UserError(f"SEED must be a non-negative integer, got {args.seed}")
+    decision, selected, options = _decide_and_select(args)
+    options = replace(options, seed=args.seed, resume=args.resume)
+    plans = [plan_run(spec, arm, decision, options) for spec, arm in selected]
     status = 0
     for plan in plans:
         code = execute(plan)
         status = status or code
     return status
+
+
+def _parse_seeds(text: str | None) -> tuple[int, ...] | None:
+    if not text:
+        return None
+    try:
+        seeds = tuple(int(x) for x in text.replace(",", " ").split())
+    except ValueError:
+        seeds = ()
+    if not seeds or any(x < 0 for x in seeds):
+        raise UserError(f"SEEDS must be non-negative integers separated by commas or spaces, got {text!r}")
+    return seeds
+
+
+def cmd_grid(args) -> int:
+    """Run every selected experiment × arm × seed that has no finished run yet; return 0 when all have finished."""
+    from precision_rl.grid import describe, plan_grid, run_grid
+
+    seeds = _parse_seeds(args.seeds)
+    decision, selected, options = _decide_and_select(args)
+    grid = plan_grid(selected, decision.scale, seeds, options.extra)
+    print(describe(grid), file=sys.stderr)
+    if args.dry_run:
+        return 0
+    return run_grid(grid, decision, options)
+
+
+def _add_selection(parser: argparse.ArgumentParser, experiments_nargs: str) -> None:
+    """Add the options ``run`` and ``grid`` share: what to run, at which scale, with which overrides."""
+    parser.add_argument("experiments", nargs=experiments_nargs, default=["*"])
+    parser.add_argument("--precision", action="append", help="arm(s) to run, e.g. fp16 or train_bf16-infer_fp32")
+    parser.add_argument("--panel", help="only the runs feeding this figure panel (e.g. fig4)")
+    parser.add_argument("--scale", default="auto", choices=SCALE_CHOICES)
+    parser.add_argument("--dry-run", action="store_true", help="print what would run and write nothing")
+    parser.add_argument("--gpus", type=int, help="GPUs per node (default: the experiment's)")
+    parser.add_argument("--nnodes", type=int, help="nodes (default: the experiment's)")
+    parser.add_argument("--extra", default="", help="extra Hydra overrides, one shell-quoted string")
+    parser.add_argument("--loggers", default="console,file", help="verl loggers; 'file' is always on")
+    parser.add_argument("--watchdog", type=float, default=None,
+                        help="stop a run after this many seconds without a new metrics line (0: off; default per scale)")
 
 
 def cmd_tiny_model(args) -> int:
@@ -126,20 +174,14 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--scale", default="paper", choices=registry.SCALES)
     show.set_defaults(func=cmd_show)
     run = sub.add_parser("run", help="run experiments (names or globs like 'sanity/*')")
-    run.add_argument("experiments", nargs="+")
-    run.add_argument("--precision", action="append", help="arm(s) to run, e.g. fp16 or train_bf16-infer_fp32")
-    run.add_argument("--panel", help="only the runs feeding this figure panel (e.g. fig4)")
-    run.add_argument("--scale", default="auto", choices=SCALE_CHOICES)
-    run.add_argument("--seed", type=int, default=42)
-    run.add_argument("--dry-run", action="store_true", help="print the command(s) and write nothing")
+    _add_selection(run, "+")
+    run.add_argument("--seed", type=int, default=registry.DEFAULT_SEEDS[0])
     run.add_argument("--resume", action="store_true", help="continue the newest run of the same identity")
-    run.add_argument("--gpus", type=int, help="GPUs per node (default: the experiment's)")
-    run.add_argument("--nnodes", type=int, help="nodes (default: the experiment's)")
-    run.add_argument("--extra", default="", help="extra Hydra overrides, one shell-quoted string")
-    run.add_argument("--loggers", default="console,file", help="verl loggers; 'file' is always on")
-    run.add_argument("--watchdog", type=float, default=None,
-                     help="stop a run after this many seconds without a new metrics line (0: off; default per scale)")
     run.set_defaults(func=cmd_run)
+    grid = sub.add_parser("grid", help="run every selected experiment x arm x seed not finished yet (resumable)")
+    _add_selection(grid, "*")
+    grid.add_argument("--seeds", help="seeds, e.g. '42,1,7' (default: the seeds each experiment names)")
+    grid.set_defaults(func=cmd_grid)
     data_command.add_parser(sub)
     mismatch_run.add_parser(sub)
     tiny = sub.add_parser("tiny-model", help="build the cached tiny model (and with --data its sanity set)")

@@ -22,7 +22,7 @@ from precision_rl.errors import UserError
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K3
 from precision_rl.paths import DATA_ENV, cache_root, data_root, runs_root
 from precision_rl.precision import PrecisionArm
-from precision_rl.registry import ExperimentSpec
+from precision_rl.registry import DEFAULT_SEEDS, ExperimentSpec
 from precision_rl.scale import ScaleDecision
 from precision_rl.verl_ext.cpu_overrides import cpu_platform_env, cpu_platform_overrides
 from precision_rl.verl_overrides import (
@@ -50,7 +50,7 @@ PROGRESS_KEYS = {"reward": REWARD, "|pi-mu|": PROBS_DIFF_ABS_MEAN, "kl": TOKEN_K
 class RunOptions:
     """What the user asked for beyond the experiment: seed, resources, extra overrides, dry run, resume, watchdog."""
 
-    seed: int = 42
+    seed: int = DEFAULT_SEEDS[0]
     dry_run: bool = False
     resume: bool = False
     gpus: int | None = None

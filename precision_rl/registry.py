@@ -144,6 +144,7 @@ class ExperimentSpec:
     variant_of: str | None
     paper_backend: str  # the backend the paper scale runs on (a tiny stand-in may train on another)
     raw: dict[str, Any] = field(repr=False, compare=False)
+    seeds: tuple[int, ...] = (0,)  # the seeds a whole grid runs (`make grid`); validate() sets DEFAULT_SEEDS
 
     @property
     def family(self) -> str:
@@ -170,10 +171,12 @@ class ExperimentSpec:
 
 TOP_LEVEL_FIELDS = {
     "extends", "description", "paper", "sources", "model", "template", "data", "algorithm", "precision",
-    "backend", "lora", "hyper", "resources", "variant_of", "scales",
+    "backend", "lora", "hyper", "resources", "variant_of", "scales", "seeds",
 }
+# The seed of a single run (SEED, --seed) and the seeds of a grid where an experiment names none.
+DEFAULT_SEEDS = (42,)
 REQUIRED_FIELDS = ("description", "model", "template", "data", "algorithm", "precision", "backend", "hyper", "resources")
-TINY_FIELDS = {"model", "template", "data", "hyper", "resources", "lora", "backend"}
+TINY_FIELDS = {"model", "template", "data", "hyper", "resources", "lora", "backend", "seeds"}
 
 
 def deep_merge(base: dict, over: dict) -> dict:
@@ -349,6 +352,15 @@ def _parse_resources(raw: Any, shown: str) -> Resources:
     return Resources(raw["gpus_per_node"], raw["nnodes"])
 
 
+def _parse_seeds(raw: Any, shown: str) -> tuple[int, ...]:
+    if raw is None:
+        return DEFAULT_SEEDS
+    if (not isinstance(raw, list) or not raw or len(set(raw)) != len(raw)
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in raw)):
+        raise SpecError(shown, "seeds", "must be a list of distinct non-negative integers")
+    return tuple(raw)
+
+
 def _check_sources(doc: dict, shown: str) -> dict[str, str]:
     sources = doc.get("sources")
     if not isinstance(sources, dict) or not all(isinstance(v, str) and v for v in sources.values()):
@@ -412,6 +424,7 @@ def validate(doc: dict, name: str, shown: str, scale: str) -> ExperimentSpec:
         backend=_require_str(eff, "backend", shown, BACKENDS), lora=_parse_lora(eff.get("lora"), shown),
         hyper=hyper, resources=_parse_resources(eff["resources"], shown), variant_of=variant_of,
         paper_backend=_require_str(doc, "backend", shown, BACKENDS), raw=eff,
+        seeds=_parse_seeds(eff.get("seeds"), shown),
     )
 
 
