@@ -54,7 +54,7 @@ def _read(fd: int, timeout: float) -> bytes | None:
 
 def main() -> int:
     """Watch the launcher through stdin until ``done`` (return 0) or its end (clean up, return 0)."""
-    from precision_rl.supervise import _Tree
+    from precision_rl.supervise import ProcessTree
 
     fd, received, tree, doc = sys.stdin.fileno(), b"", None, None
     while True:
@@ -66,7 +66,7 @@ def main() -> int:
             head, received = received.split(b"\n", 1)
             doc = json.loads(head)
             try:
-                tree = _Tree(psutil.Process(doc["verl_pid"]), doc["ray_dir"])
+                tree = ProcessTree(psutil.Process(doc["verl_pid"]), doc["ray_dir"])
             except psutil.Error:
                 return 0
         if doc is not None and DONE in received:

@@ -128,7 +128,7 @@ def remove_new_shm(before: set[str]) -> list[str]:
     return removed
 
 
-class _Tree:
+class ProcessTree:
     """Every process the run started, remembered as (pid, create time) so a reused pid is never killed."""
 
     def __init__(self, root: psutil.Process, marker: str | None):
@@ -281,7 +281,7 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
     log.flush()
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                             start_new_session=True)
-    tree = _Tree(psutil.Process(proc.pid), str(ray_temp_dir) if ray_temp_dir else None)
+    tree = ProcessTree(psutil.Process(proc.pid), str(ray_temp_dir) if ray_temp_dir else None)
     guardian = _start_guardian(proc.pid, env, cwd, log, ray_temp_dir, shm_before, run_dir, attempt)
 
     def copy_output():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
+import sysconfig
 from importlib import metadata
 from pathlib import Path
 
@@ -75,7 +76,8 @@ def test_locks_satisfy_their_inputs():
 def test_installed_environment_matches_the_lock():
     """What `make setup` installed is exactly requirements/cpu.lock + verl.lock, plus torch at its pinned version."""
     locked = {k: v for lock in CPU_LOCKS for k, v in locked_versions(lock).items()}
-    installed = {_norm(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    site = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}  # not setuptools' vendored copies
+    installed = {_norm(d.metadata["Name"]): d.version for d in metadata.distributions(path=sorted(site))}
     wrong = {name: (installed.get(name), version) for name, version in locked.items() if installed.get(name) != version}
     assert not wrong, f"installed vs locked versions differ (run `make setup`): {wrong}"
     extra = set(installed) - set(locked) - NOT_LOCKED

@@ -62,6 +62,9 @@ FAMILIES = [("sanity/grpo", "fp16"), ("sanity/grpo", "bf16"), ("sanity/pg_seq_mi
             ("dense14b/dapo", "bf16"), ("lora/grpo_token_tis", "bf16")]
 # Started at the same moment, as `make sanity-fp16 & make sanity-bf16` would: both must finish, sharing nothing.
 CONCURRENT = [("sanity/grpo", "fp16"), ("sanity/grpo", "bf16")]
+# SIGKILLed after its first step, then continued with RESUME=1: its two steps come from two attempts.
+KILLED = ("sanity/pg_seq_mis", "bf16")
+SAVE_EVERY_STEP = "trainer.save_freq=1"
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +102,8 @@ def verl_run(home, tiny_random_model):
     def run(experiment: str, arm: str, *more: str) -> Path:
         if (experiment, arm) in CONCURRENT and (experiment, arm) not in done:
             done.update(_run_concurrently(home, CONCURRENT))
+        if (experiment, arm) == KILLED and KILLED not in done:
+            done[KILLED] = _kill_then_resume(home, *KILLED)
         if (experiment, arm) not in done:
             patch.setenv(REWARD_LOG_ENV, str(home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl"))
             shm_before = {p.name for p in SHM_DIR.iterdir()}
@@ -136,6 +141,44 @@ def _run_concurrently(home: Path, arms: list[tuple[str, str]]) -> dict[tuple[str
     return dirs
 
 
+def _kill_then_resume(home: Path, experiment: str, arm: str) -> Path:
+    """SIGKILL the launcher once step 1 is logged, check what the guardian and the readers do, resume; return the
+    run directory."""
+    shm_before = {p.name for p in SHM_DIR.iterdir()}
+    launcher = _launch(home, experiment, arm, SAVE_EVERY_STEP)
+    first = runs.arm_dir(home / "runs", "tiny", experiment, arm)
+    logged = lambda: [p for p in first.glob("s42-*/metrics.jsonl") if p.read_text().count("\n") >= 1]  # noqa: E731
+    deadline = time.monotonic() + 900
+    while not logged() and launcher.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    os.kill(launcher.pid, signal.SIGKILL)
+    launcher.wait()
+    assert logged(), "the run did not log a step before the kill"
+    run_dir = logged()[0].parent
+    deadline = time.monotonic() + 120
+    while runs.read_manifest(run_dir)["status"] != "killed" and time.monotonic() < deadline:
+        time.sleep(1)
+    assert [a["status"] for a in runs.read_manifest(run_dir)["attempts"]] == ["killed"]
+    _assert_nothing_left(run_dir, shm_before)
+    with open(run_dir / "metrics.jsonl", "a") as fh:  # what a kill in the middle of a write leaves
+        fh.write('{"step": 2, "data": {"critic/score/me')
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_run_dir(run_dir)
+    assert any("truncated" in str(w.message) for w in caught)
+    argv = ["run", experiment, "--scale", "tiny", "--precision", arm, "--resume", "--watchdog", "600", "--",
+            *SMALL, *EXTRA.get(experiment, []), SAVE_EVERY_STEP]
+    shm_before = {p.name for p in SHM_DIR.iterdir()}
+    patch = pytest.MonkeyPatch()
+    patch.setenv(REWARD_LOG_ENV, str(home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl"))
+    try:
+        assert cli.main(argv) == 0
+    finally:
+        patch.undo()
+    _assert_nothing_left(run_dir, shm_before)
+    return run_dir
+
+
 def _assert_nothing_left(run_dir: Path, shm_before: set[str]) -> None:
     manifest = runs.read_manifest(run_dir)
     ray_dir = manifest["command"].split("RAY_TMPDIR=")[1].split()[0]
@@ -146,7 +189,16 @@ def _assert_nothing_left(run_dir: Path, shm_before: set[str]) -> None:
 
 
 def _steps(run_dir: Path) -> dict[int, dict]:
-    return {line["step"]: line["data"] for line in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())}
+    """Return each step's metrics, every attempt merged (a later attempt's line of the same step wins)."""
+    steps: dict[int, dict] = {}
+    for path in runs.attempt_files(run_dir):
+        for raw in path.read_text().splitlines():
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue  # the line a kill cut short
+            steps[line["step"]] = {**steps.get(line["step"], {}), **line["data"]}
+    return steps
 
 
 def _changed(model_dir: Path, run_dir: Path) -> list[str]:
@@ -200,44 +252,20 @@ def test_fp16_and_bf16_manifests_differ_only_in_precision(verl_run):
     assert (fp16["precision"]["train"], bf16["precision"]["train"]) == ("fp16", "bf16")
 
 
-def test_a_killed_launcher_leaves_nothing_and_resume_logs_every_step_once(verl_run, home):
-    """SIGKILL to the launcher mid-run: the guardian cleans up and marks the attempt killed; every reader copes with
-    a truncated last line; RESUME=1 continues from verl's checkpoint and the merged metrics hold each step once."""
-    verl_run("sanity/grpo", "bf16")  # the module's runs first: the kill must not race another run's checks
-    more = [o.replace("total_training_steps=2", "total_training_steps=3").replace("save_freq=2", "save_freq=1")
-            for o in SMALL]
-    seed = 7
-    shm_before = {p.name for p in SHM_DIR.iterdir()}
-    launcher = _launch(home, "sanity/grpo", "bf16", *more, seed=seed)
-    arm = runs.arm_dir(home / "runs", "tiny", "sanity/grpo", "bf16")
-    metrics = lambda: [p for p in arm.glob(f"s{seed}-*/metrics.jsonl") if p.read_text().count("\n") >= 2]  # noqa: E731
-    deadline = time.monotonic() + 900
-    while not metrics() and launcher.poll() is None and time.monotonic() < deadline:
-        time.sleep(1)
-    os.kill(launcher.pid, signal.SIGKILL)
-    launcher.wait()
-    assert metrics(), "the run did not log two steps before the kill"
-    run_dir = metrics()[0].parent
-    deadline = time.monotonic() + 120
-    while runs.read_manifest(run_dir)["status"] != "killed" and time.monotonic() < deadline:
-        time.sleep(1)
-    assert [a["status"] for a in runs.read_manifest(run_dir)["attempts"]] == ["killed"]
-    _assert_nothing_left(run_dir, shm_before)
+def test_a_killed_launcher_leaves_nothing_and_resume_logs_every_step_once(verl_run):
+    """SIGKILL to the launcher after step 1: the guardian cleans up and marks the attempt killed, the readers skip
+    the truncated last line, and RESUME=1 continues from verl's checkpoint; the merged table holds each step once."""
+    from precision_rl.logs import build_table
 
-    with open(run_dir / "metrics.jsonl", "a") as fh:  # what a kill in the middle of a write leaves
-        fh.write('{"step": 3, "data": {"critic/score/me')
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        load_run_dir(run_dir)
-    assert any("truncated" in str(w.message) for w in caught)
-    argv = ["run", "sanity/grpo", "--scale", "tiny", "--precision", "bf16", "--seed", str(seed), "--resume", "--", *more]
-    assert cli.main(argv) == 0
-    assert [a["status"] for a in runs.read_manifest(run_dir)["attempts"]] == ["killed", "finished"]
+    run_dir = verl_run(*KILLED)
+    attempts = runs.read_manifest(run_dir)["attempts"]
+    assert [a["status"] for a in attempts] == ["killed", "finished"]
+    assert attempts[0]["reason"].startswith("the launcher ended without cleaning up")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        merged = load_run_dir(run_dir)
-    rewards = [step for step, name in zip(merged.steps, merged.names, strict=True) if name == "critic/score/mean"]
-    assert rewards == [1, 2, 3]
+        table = build_table([load_run_dir(run_dir)]).metrics
+    rewards = table[table["metric"] == "critic/score/mean"]["step"].tolist()
+    assert rewards == [1, 2]
 
 
 def _every_arm() -> list[tuple[str, str]]:
