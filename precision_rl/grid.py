@@ -56,7 +56,7 @@ def action_for(scale: str, spec: ExperimentSpec, arm: PrecisionArm, seed: int, e
         return START
     manifest = runs.read_manifest(run_dir)
     status = runs.effective_status(manifest)
-    if status == "running":
+    if status == runs.RUNNING:
         return BUSY
     if not _same_configuration(manifest, spec, extra):
         return START

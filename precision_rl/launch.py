@@ -154,7 +154,7 @@ def plan_run(spec: ExperimentSpec, arm: PrecisionArm, decision: ScaleDecision, o
         run_dir = runs.latest_run_dir(root, decision.scale, spec.name, arm.label, options.seed)
         if run_dir is None:
             raise UserError(f"RESUME=1 but there is no earlier run of {name} at scale {decision.scale} to resume")
-        if runs.effective_status(runs.read_manifest(run_dir)) == "running":
+        if (run_dir / runs.MANIFEST).is_file() and runs.effective_status(runs.read_manifest(run_dir)) == runs.RUNNING:
             raise UserError(f"RESUME=1 but {run_dir} is still running: stop it first (Ctrl-C or kill its launcher)")
         attempt = runs.next_attempt(run_dir)
     else:
@@ -261,7 +261,7 @@ def base_manifest(plan: RunPlan) -> dict:
         "hardware": runs.hardware(),
         "datasets": runs.dataset_hashes([train, *val]),
         "created": runs.utc_stamp(),
-        "status": "running",
+        "status": runs.RUNNING,
         "attempts": [],
     }
 
@@ -274,8 +274,8 @@ def begin_attempt(plan: RunPlan) -> None:
     else:
         doc = runs.read_manifest(plan.run_dir)
     doc["attempts"].append({"attempt": plan.attempt, "metrics": plan.metrics_path.name, "command": plan.command,
-                            "started": runs.utc_stamp(), "status": "running", "launcher": runs.launcher_record()})
-    doc["status"] = "running"
+                            "started": runs.utc_stamp(), "status": runs.RUNNING, "launcher": runs.launcher_record()})
+    doc["status"] = runs.RUNNING
     runs.write_manifest(plan.run_dir, doc)
 
 

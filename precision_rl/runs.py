@@ -141,6 +141,7 @@ def update_attempt(run_dir: Path, attempt: int, **fields: Any) -> dict:
 # An attempt's status: running, then finished | failed | interrupted (recorded by the launcher) or killed (recorded by
 # its guardian when the launcher died). DIED is never written: readers derive it for an attempt still marked running
 # whose launcher process is gone (both launcher and guardian were killed).
+RUNNING = "running"
 DIED = "died"
 
 
@@ -166,7 +167,7 @@ def launcher_alive(record: dict) -> bool | None:
 def effective_status(doc: dict) -> str | None:
     """Return the manifest's status, with ``died`` for a run marked running whose launcher is gone."""
     status = doc.get("status")
-    if status != "running":
+    if status != RUNNING:
         return status
     attempts = doc.get("attempts") or [{}]
     return DIED if launcher_alive(attempts[-1].get("launcher") or {}) is False else status

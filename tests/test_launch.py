@@ -307,3 +307,14 @@ def test_resume_goes_back_to_a_checkpoint_whose_step_was_logged(tmp_path, capsys
                                                 f"trainer.resume_from_path={ckpt / 'global_step_4'}"]
     assert launch.resume_overrides(ckpt, 3) == ["trainer.resume_mode=disable"]
     assert "starts from step 1" in capsys.readouterr().err
+
+
+def test_verl_still_checkpoints_a_step_before_it_logs_it():
+    """``launch.resume_overrides`` steps back over a checkpoint whose metrics line a kill prevented; that is needed
+    only while verl's trainer saves before it logs (trainer/ppo/v1/trainer_base.py:485 vs :514)."""
+    import inspect
+
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    fit = inspect.getsource(PPOTrainer.fit)
+    assert fit.index("self._save_checkpoint()") < fit.index("self.logger.log(data=metrics")
