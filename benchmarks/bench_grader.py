@@ -1,6 +1,8 @@
 """Grader throughput on the shared evaluation answers: correct, wrong-integer and wrong-symbolic responses.
 
-Prints responses per second for each kind, cold (no memo) and warm (memoised verdicts), as ``make bench-grader``.
+Prints responses per second for each kind, cold (no memo) and warm (memoised verdicts), then the time of hostile
+answers (a 32,000-character box of ``\\text{a}`` through the Hendrycks normalisation alone, and whole grading calls on
+a 200 kB box and a 5,000-digit number), as ``make bench-grader``.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import time
 
 from precision_rl.data.sources import shared_data_dir
 from precision_rl.reward import grader
+from precision_rl.reward.normalize import mathd_normalize
 
 
 def _answers() -> tuple[list[str], list[str]]:
@@ -37,10 +40,27 @@ def main() -> None:
         "no box (format failure)": (["thinking...</think> no answer"] * len(truths), truths),
     }
     for name, (responses, truths) in kinds.items():
-        grader._equal_cached.cache_clear()
+        grader.clear_verdicts()
         cold = _rate(responses, truths)
         warm = _rate(responses, truths)
         print(f"{name:<34} n={len(responses):<5} cold {cold:8.1f}/s   memoised {warm:9.1f}/s")
+    hostile()
+
+
+def hostile() -> None:
+    """Print the seconds that hostile answers take: normalisation alone, and whole grading calls (score 0 each)."""
+    box = "\\text{a}" * 4000
+    start = time.perf_counter()
+    mathd_normalize(box)
+    label = "normalise a 32,000-char \\text box"
+    print(f"{label:<34} {time.perf_counter() - start:8.2f} s")
+    wrap = "thinking...</think> The answer is \\boxed{{{}}}.".format
+    for name, answer, truth in (("grade a 200 kB \\text box", "\\text{a}" * 25000, "a"),
+                                ("grade a 5,000-digit number", "9" * 5000, "7")):
+        grader.clear_verdicts()
+        start = time.perf_counter()
+        result = grader.grade(wrap(answer), truth, "r1_distill_qwen")
+        print(f"{name:<34} {time.perf_counter() - start:8.2f} s   score {result.score}")
 
 
 if __name__ == "__main__":
