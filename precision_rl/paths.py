@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from precision_rl import REPO_ROOT
@@ -30,3 +34,23 @@ def cache_root() -> Path:
 def vllm_cache_root() -> Path:
     """Return the folder vLLM caches into (``VLLM_CACHE_ROOT`` for every run the suite starts)."""
     return cache_root() / "vllm"
+
+
+@contextmanager
+def vllm_socket_dir() -> Iterator[Path]:
+    """Give an in-process vLLM engine a socket folder of its own for the block, then remove it; yield the folder.
+
+    vLLM creates its ``ipc://`` sockets in ``VLLM_RPC_BASE_PATH`` (default: the system temp folder) and does not
+    remove them (``vllm/utils/network_utils.py:175``). Runs get the same through their temp folder (``launch.run_env``).
+    """
+    path = Path(tempfile.mkdtemp(prefix="prl-vllm-ipc-"))
+    before = os.environ.get("VLLM_RPC_BASE_PATH")
+    os.environ["VLLM_RPC_BASE_PATH"] = str(path)
+    try:
+        yield path
+    finally:
+        if before is None:
+            os.environ.pop("VLLM_RPC_BASE_PATH", None)
+        else:
+            os.environ["VLLM_RPC_BASE_PATH"] = before
+        shutil.rmtree(path, ignore_errors=True)

@@ -12,6 +12,7 @@ from typing import Any
 
 from precision_rl.data.sources import Problem
 from precision_rl.errors import UserError
+from precision_rl.paths import vllm_socket_dir
 from precision_rl.reward.grader import grade_batch
 from precision_rl.templates import get_template
 
@@ -76,14 +77,15 @@ def rebuild_sanity(model_path: str, problems: Sequence[Problem], k: int = 40, lo
         raise UserError("no problems to rebuild a sanity set from")
     get_template(template)
     own_engine = llm is None
-    if own_engine:
-        from vllm import LLM
+    with vllm_socket_dir():
+        if own_engine:
+            from vllm import LLM
 
-        llm = LLM(model=str(model_path), dtype=dtype, seed=seed, enforce_eager=True,
-                  max_model_len=max_model_len, trust_remote_code=False)
-    try:
-        rates = success_rates(llm, problems, k, template, max_tokens, seed)
-    finally:
-        if own_engine:  # the engine core is a process of its own: stop it rather than wait for garbage collection
-            llm.llm_engine.engine_core.shutdown()
+            llm = LLM(model=str(model_path), dtype=dtype, seed=seed, enforce_eager=True,
+                      max_model_len=max_model_len, trust_remote_code=False)
+        try:
+            rates = success_rates(llm, problems, k, template, max_tokens, seed)
+        finally:
+            if own_engine:  # the engine core is a process of its own: stop it rather than wait for garbage collection
+                llm.llm_engine.engine_core.shutdown()
     return RebuildResult(select_by_success(problems, rates, low, high), rates)

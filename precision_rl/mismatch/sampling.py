@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from precision_rl.errors import UserError
+from precision_rl.paths import vllm_socket_dir
 from precision_rl.precision import VLLM_DTYPES
 
 
@@ -68,25 +69,26 @@ def sample(model: str, infer: str, prompts: list[list[int]], n: int, max_tokens:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    longest = max(len(p) for p in prompts) + max_tokens
-    try:
-        llm = LLM(model=model, dtype=VLLM_DTYPES[infer], seed=seed, enforce_eager=device == "cpu",
-                  max_model_len=max(max_model_len, longest), max_logprobs=-1 if full_vocab else 0,
-                  logprobs_mode="raw_logprobs" if temperature == 1.0 else "processed_logprobs")
-    except (ValueError, OSError) as exc:  # bad model path, prompt + MAX_TOKENS beyond the model's context, ...
-        why = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:400]
-        raise UserError(f"vLLM cannot start {model} in {infer}: {why}") from None
-    try:
-        params = SamplingParams(n=n, temperature=temperature, top_p=1.0, max_tokens=max_tokens,
-                                ignore_eos=ignore_eos, logprobs=-1 if full_vocab else 0, flat_logprobs=True,
-                                detokenize=False)
-        start = time.perf_counter()
-        outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=True)
-        seconds = time.perf_counter() - start
-        engine_dtype = str(llm.llm_engine.model_config.dtype)
-    finally:
-        llm.llm_engine.engine_core.shutdown()
-        del llm
+    with vllm_socket_dir():
+        longest = max(len(p) for p in prompts) + max_tokens
+        try:
+            llm = LLM(model=model, dtype=VLLM_DTYPES[infer], seed=seed, enforce_eager=device == "cpu",
+                      max_model_len=max(max_model_len, longest), max_logprobs=-1 if full_vocab else 0,
+                      logprobs_mode="raw_logprobs" if temperature == 1.0 else "processed_logprobs")
+        except (ValueError, OSError) as exc:  # bad model path, prompt + MAX_TOKENS beyond the model's context, ...
+            why = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())[:400]
+            raise UserError(f"vLLM cannot start {model} in {infer}: {why}") from None
+        try:
+            params = SamplingParams(n=n, temperature=temperature, top_p=1.0, max_tokens=max_tokens,
+                                    ignore_eos=ignore_eos, logprobs=-1 if full_vocab else 0, flat_logprobs=True,
+                                    detokenize=False)
+            start = time.perf_counter()
+            outputs = llm.generate([TokensPrompt(prompt_token_ids=p) for p in prompts], params, use_tqdm=True)
+            seconds = time.perf_counter() - start
+            engine_dtype = str(llm.llm_engine.model_config.dtype)
+        finally:
+            llm.llm_engine.engine_core.shutdown()
+            del llm
     samples = []
     for prompt_id, out in enumerate(outputs):
         for completion in out.outputs:

@@ -1,6 +1,8 @@
 """Sanity-set rebuild: the success-band filter, success rates from graded samples, and one tiny vLLM run."""
 
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -87,8 +89,11 @@ def test_tiny_random_model_through_vllm(tiny_random_model, monkeypatch, tmp_path
 
     tok = AutoTokenizer.from_pretrained(str(tiny_random_model))
     assert prompt_texts(tok, ["What is 1 + 2?"], "r1_distill_qwen")[0].endswith("<|im_start|>assistant\n<think>\n")
+    temp = Path(tempfile.gettempdir())
+    sockets_before = {p.name for p in temp.iterdir() if p.is_socket()}
     result = rebuild_sanity(str(tiny_random_model), problems, k=2, max_tokens=8, dtype="bfloat16", seed=0,
                             max_model_len=256)
+    assert not {p.name for p in temp.iterdir() if p.is_socket()} - sockets_before, "vLLM left its IPC sockets"
     assert result.rates == [0.0, 0.0, 0.0]
     assert result.kept == []
     loose = select_by_success(problems, result.rates, 0.0, 1.0)
