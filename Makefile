@@ -153,7 +153,7 @@ data: $(STAMP) ## Build datasets as verl parquet under data/ (all reachable; DAT
 bench-grader: $(STAMP) ## Measure the grader's throughput on the shared MATH500/AMC/AIME answers
 	@$(PY) benchmarks/bench_grader.py
 
-# --- analysis: run logs -> tidy table -> figures, tables, checks (issue 6) ---
+# --- analysis: run logs -> tidy table -> figures, tables, checks ---
 .PHONY: collect figures tables check bench-analysis _analysis-always
 RUNS_DIR ?= $(or $(PRECISION_RL_RUNS),runs)
 RESULTS ?= results
@@ -167,8 +167,10 @@ METRICS_TABLE := $(RESULTS)/metrics.parquet
 FIGURES := fig1_training_reward fig2_eval_accuracy fig3_mismatch_dynamics fig4_fp16_algorithms \
 	fig5_offline_mismatch ablation_precision ablation_fork_changes
 FIG_SCALES := paper tiny
-ANALYSIS_CODE := $(addprefix precision_rl/,logs.py metrics.py series.py fileio.py analysis_cli.py runs.py)
-PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/,plotting.py figures.py mismatch_results.py registry.py) \
+ANALYSIS_CODE := $(addprefix precision_rl/,metrics.py fileio.py paths.py cli.py launch/runs.py) \
+	$(addprefix precision_rl/analysis/,logs.py series.py commands.py wandb_csv.py)
+PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/analysis/,plotting.py figures.py mismatch_results.py) \
+	precision_rl/config/registry.py \
 	$(wildcard experiments/*/*.yaml)
 # Every run file (resumed attempts included) and every offline mismatch result; absent folders are fine.
 RUN_FILES = $(shell find $(RUNS_DIR) -path '$(RUNS_DIR)/mismatch' -prune -o -type f \
@@ -181,31 +183,31 @@ $(RESULTS)/runs.index: _analysis-always
 	@{ printf '%s\n' $(sort $(RUN_FILES) $(MISMATCH_FILES)) $(WANDB_CSV); echo "wandb-scale=$(WANDB_SCALE)"; } > $@.tmp
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
 
-$(METRICS_TABLE): $(RESULTS)/runs.index $(RUN_FILES) $(WANDB_CSV) analysis/collect.py $(ANALYSIS_CODE) | $(STAMP)
-	$(PY) analysis/collect.py --root $(RUNS_DIR) $(WANDB_CSV) --wandb-scale $(WANDB_SCALE) --out $(RESULTS)
+$(METRICS_TABLE): $(RESULTS)/runs.index $(RUN_FILES) $(WANDB_CSV) $(ANALYSIS_CODE) | $(STAMP)
+	$(PY) -m precision_rl collect --root $(RUNS_DIR) $(WANDB_CSV) --wandb-scale $(WANDB_SCALE) --out $(RESULTS)
 
 collect: $(METRICS_TABLE) ## Collect run logs into results/metrics.{parquet,csv}, runs.csv (WANDB_CSV='a.csv ...' adds wandb exports)
 
 # One file target per figure and scale: `make paper_figures/tiny/fig1_training_reward.png` (the PDF is written beside it).
 define FIGURE_RULE
-$(FIG_DIR)/%/$(1).png: analysis/$(1).py $(METRICS_TABLE) $(PLOT_CODE) $(MISMATCH_FILES) | $(STAMP)
-	$$(PY) analysis/$(1).py --scale $$* --results $(RESULTS) --mismatch $(RUNS_DIR)/mismatch --out $$@
+$(FIG_DIR)/%/$(1).png: $(METRICS_TABLE) $(PLOT_CODE) $(MISMATCH_FILES) | $(STAMP)
+	$$(PY) -m precision_rl figure $(1) --scale $$* --results $(RESULTS) --mismatch $(RUNS_DIR)/mismatch --out $$@
 endef
 $(foreach f,$(FIGURES),$(eval $(call FIGURE_RULE,$(f))))
 
 figures: $(METRICS_TABLE) | $(STAMP) ## Redraw every figure at both scales into paper_figures/<scale>/ (PNG + PDF, local files only)
-	$(PY) analysis/figures.py --results $(RESULTS) --mismatch $(RUNS_DIR)/mismatch --out $(FIG_DIR)
+	$(PY) -m precision_rl figures --results $(RESULTS) --mismatch $(RUNS_DIR)/mismatch --out $(FIG_DIR)
 
 tables: $(METRICS_TABLE) | $(STAMP) ## Write results/summary.{csv,md}: peak/final reward, collapse step, accuracy, mismatch per run
-	$(PY) analysis/tables.py --results $(RESULTS)
+	$(PY) -m precision_rl tables --results $(RESULTS)
 
 check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make check [RUN='sanity.grpo-fp16-s42 ...'] [SCALE=tiny]
-	$(PY) analysis/check.py $(foreach r,$(CHECK_RUNS),'$(r)') --scale $(SCALE) --results $(RESULTS)
+	$(PY) -m precision_rl check $(foreach r,$(CHECK_RUNS),'$(r)') --scale $(SCALE) --results $(RESULTS)
 
 bench-analysis: | $(STAMP) ## Benchmark: 1,000,000 synthetic metric values -> table + every figure (goal <= 30 s)
-	$(PY) analysis/bench_analysis.py
+	$(PY) -m precision_rl bench-analysis
 
-# --- offline mismatch (issue 5) ---
+# --- offline mismatch ---
 # make mismatch [MODEL=<hf id|path>] [DATA=tiny|<recipe>|<parquet>] [DTYPES="bf16 fp16"] [N=8] [MAX_TOKENS=128]
 #               [PAIRS=self|all|bf16-fp16,...] [OVERWRITE=1]; empty values take the CPU/GPU defaults of the tool.
 MODEL ?=
@@ -221,8 +223,7 @@ MISMATCH_FLAGS = --dtypes '$(DTYPES)' --pairs '$(PAIRS)' $(if $(MODEL),--model '
 mismatch: $(STAMP) ## Offline mismatch (Fig. 5): vLLM mu vs HF pi per dtype -> runs/mismatch/<model>/<train>-<infer>/
 	@out=$$(VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl mismatch $(MISMATCH_FLAGS)) && \
 	read -r scale dir <<< "$$out" && echo "mismatch results ($$scale scale): $$dir" && \
-	if [ -f analysis/fig5_offline_mismatch.py ]; then \
-		$(PY) analysis/fig5_offline_mismatch.py --scale "$$scale" --mismatch "$$(dirname "$$dir")"; fi
+	$(PY) -m precision_rl figure fig5_offline_mismatch --scale "$$scale" --mismatch "$$(dirname "$$dir")"
 
 bench-mismatch: $(STAMP) ## Benchmark the mismatch tool: generation vs recompute time and tokens/s per dtype
 	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl.mismatch.bench --dtypes '$(DTYPES)' \

@@ -1,6 +1,8 @@
-"""FP16 vs BF16 with and without the fork's optimizer and loss changes: reward, validation accuracy and KL over steps. Usage: python analysis/ablation_fork_changes.py --scale tiny [--out PNG]."""
+"""FP16 vs BF16 with and without the fork's optimizer and loss changes: reward, validation accuracy and KL over steps. Same as `python -m precision_rl figure ablation_fork_changes` with --scale tiny [--out PNG]."""
 
-from precision_rl.analysis_cli import figure_main, run_main
+import sys
+
+from precision_rl.cli import main
 
 if __name__ == "__main__":
-    run_main(lambda argv: figure_main("ablation_fork_changes", argv))
+    sys.exit(main(["figure", "ablation_fork_changes"] + sys.argv[1:]))

@@ -1,6 +1,8 @@
-"""Precision ablation (train x infer dtype): reward and KL over steps, summary heat-maps. Usage: python analysis/ablation_precision.py --scale tiny [--out PNG]."""
+"""Precision ablation (train x infer dtype): reward and KL over steps, summary heat-maps. Same as `python -m precision_rl figure ablation_precision` with --scale tiny [--out PNG]."""
 
-from precision_rl.analysis_cli import figure_main, run_main
+import sys
+
+from precision_rl.cli import main
 
 if __name__ == "__main__":
-    run_main(lambda argv: figure_main("ablation_precision", argv))
+    sys.exit(main(["figure", "ablation_precision"] + sys.argv[1:]))

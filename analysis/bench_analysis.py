@@ -1,7 +1,8 @@
-"""Benchmark: 1,000,000 synthetic metric values -> tidy table -> every figure (goal: load + figures <= 30 s)."""
+"""Benchmark: 1,000,000 synthetic metric values -> tidy table -> every figure (goal: load + figures <= 30 s). Same as `python -m precision_rl bench-analysis`."""
 
-from precision_rl.analysis_bench import bench_main
-from precision_rl.analysis_cli import run_main
+import sys
+
+from precision_rl.cli import main
 
 if __name__ == "__main__":
-    run_main(bench_main)
+    sys.exit(main(["bench-analysis"] + sys.argv[1:]))

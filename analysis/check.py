@@ -1,6 +1,8 @@
-"""Apply the paper's pass criteria to runs; exit 1 naming each failed rule. Usage: python analysis/check.py [RUN ...]."""
+"""Apply the paper's pass criteria to runs; exit 1 naming each failed rule. Same as `python -m precision_rl check`."""
 
-from precision_rl.analysis_cli import check_main, run_main
+import sys
+
+from precision_rl.cli import main
 
 if __name__ == "__main__":
-    run_main(check_main)
+    sys.exit(main(["check"] + sys.argv[1:]))

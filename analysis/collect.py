@@ -1,6 +1,8 @@
-"""Collect every run's logs (and wandb CSV exports) into results/metrics.{parquet,csv} and results/runs.csv."""
+"""Collect every run's logs (and wandb CSV exports) into results/metrics.{parquet,csv} and results/runs.csv. Same as `python -m precision_rl collect`."""
 
-from precision_rl.analysis_cli import collect_main, run_main
+import sys
+
+from precision_rl.cli import main
 
 if __name__ == "__main__":
-    run_main(collect_main)
+    sys.exit(main(["collect"] + sys.argv[1:]))

@@ -1,6 +1,8 @@
-"""Fig. 1, training reward grid (BF16 vs FP16 per registry panel fig1a-l). Usage: python analysis/fig1_training_reward.py --scale tiny [--out PNG]."""
+"""Fig. 1, training reward grid (BF16 vs FP16 per registry panel fig1a-l). Same as `python -m precision_rl figure fig1_training_reward` with --scale tiny [--out PNG]."""
 
-from precision_rl.analysis_cli import figure_main, run_main
+import sys
+
+from precision_rl.cli import main
 
 if __name__ == "__main__":
-    run_main(lambda argv: figure_main("fig1_training_reward", argv))
+    sys.exit(main(["figure", "fig1_training_reward"] + sys.argv[1:]))

@@ -1,6 +1,8 @@
-"""Fig. 3, BF16 GRPO / Token-TIS / Seq-MIS / GSPO vs FP16 PG-Seq-IS: reward, accuracy, mismatch. Usage: python analysis/fig3_mismatch_dynamics.py --scale tiny [--out PNG]."""
+"""Fig. 3, BF16 GRPO / Token-TIS / Seq-MIS / GSPO vs FP16 PG-Seq-IS: reward, accuracy, mismatch. Same as `python -m precision_rl figure fig3_mismatch_dynamics` with --scale tiny [--out PNG]."""
 
-from precision_rl.analysis_cli import figure_main, run_main
+import sys
+
+from precision_rl.cli import main
 
 if __name__ == "__main__":
-    run_main(lambda argv: figure_main("fig3_mismatch_dynamics", argv))
+    sys.exit(main(["figure", "fig3_mismatch_dynamics"] + sys.argv[1:]))

@@ -1,6 +1,8 @@
-"""Fig. 4, FP16 algorithm comparison: reward, response length, two validation sets. Usage: python analysis/fig4_fp16_algorithms.py --scale tiny [--out PNG]."""
+"""Fig. 4, FP16 algorithm comparison: reward, response length, two validation sets. Same as `python -m precision_rl figure fig4_fp16_algorithms` with --scale tiny [--out PNG]."""
 
-from precision_rl.analysis_cli import figure_main, run_main
+import sys
+
+from precision_rl.cli import main
 
 if __name__ == "__main__":
-    run_main(lambda argv: figure_main("fig4_fp16_algorithms", argv))
+    sys.exit(main(["figure", "fig4_fp16_algorithms"] + sys.argv[1:]))

@@ -1,6 +1,8 @@
-"""Fig. 5, offline mismatch: token scatter and sequence log-ratio vs length per dtype. Usage: python analysis/fig5_offline_mismatch.py --scale tiny [--out PNG]."""
+"""Fig. 5, offline mismatch: token scatter and sequence log-ratio vs length per dtype. Same as `python -m precision_rl figure fig5_offline_mismatch` with --scale tiny [--out PNG]."""
 
-from precision_rl.analysis_cli import figure_main, run_main
+import sys
+
+from precision_rl.cli import main
 
 if __name__ == "__main__":
-    run_main(lambda argv: figure_main("fig5_offline_mismatch", argv))
+    sys.exit(main(["figure", "fig5_offline_mismatch"] + sys.argv[1:]))

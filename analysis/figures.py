@@ -1,6 +1,8 @@
-"""Draw every figure at both scales into paper_figures/<scale>/ (PNG + PDF), from local files only."""
+"""Draw every figure at both scales into paper_figures/<scale>/ (PNG + PDF), from local files only. Same as `python -m precision_rl figures`."""
 
-from precision_rl.analysis_cli import figures_main, run_main
+import sys
+
+from precision_rl.cli import main
 
 if __name__ == "__main__":
-    run_main(figures_main)
+    sys.exit(main(["figures"] + sys.argv[1:]))

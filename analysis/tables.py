@@ -1,6 +1,8 @@
-"""Write results/summary.{csv,md}: one row per run (peak/final reward, collapse, accuracy, mismatch, wall time)."""
+"""Write results/summary.{csv,md}: one row per run (peak/final reward, collapse, accuracy, mismatch, wall time). Same as `python -m precision_rl tables`."""
 
-from precision_rl.analysis_cli import run_main, tables_main
+import sys
+
+from precision_rl.cli import main
 
 if __name__ == "__main__":
-    run_main(tables_main)
+    sys.exit(main(["tables"] + sys.argv[1:]))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from precision_rl.data.sources import shared_data_dir
+from precision_rl.paths import shared_data_dir
 from precision_rl.reward import grader
 from precision_rl.reward.normalize import mathd_normalize
 

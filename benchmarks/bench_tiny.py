@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from precision_rl import REPO_ROOT, runs
+from precision_rl.launch import runs
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K1, TOKEN_KL_K3
-from precision_rl.paths import runs_root
+from precision_rl.paths import REPO_ROOT, runs_root
 from precision_rl.verl_ext.cpu_features import cpu_flags
 
 EXPERIMENT = "sanity/grpo"

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from bench_tiny import machine  # this folder is on sys.path when a benchmark runs as a script
 
-from precision_rl import REPO_ROOT
-from precision_rl.runs import utc_stamp
+from precision_rl.launch.runs import utc_stamp
+from precision_rl.paths import REPO_ROOT
 
 CONFIGS = (("bfloat16", "vllm"), ("float16", "vllm"), ("float16", "emulated"))
 PROMPTS, TOKENS = 96, 64

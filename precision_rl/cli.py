@@ -1,5 +1,8 @@
-"""Command line: ``python -m precision_rl {list,show,run,grid,data,mismatch,tiny-model}``; every user error is one line
-and exit 2."""
+"""The one command line: ``python -m precision_rl <command>``; every user error is one line and exit 2.
+
+Runs: list, show, run, grid, data, mismatch, tiny-model. Analysis (``analysis/commands.py``): collect, figure,
+figures, tables, check, bench-analysis. The Makefile and the scripts under ``analysis/`` call these.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +13,15 @@ from dataclasses import replace
 
 import yaml
 
-from precision_rl import registry
+from precision_rl.analysis import commands as analysis_commands
+from precision_rl.config import registry
+from precision_rl.config.precision import PrecisionArm, parse_arm
+from precision_rl.config.registry import ExperimentSpec
+from precision_rl.config.scale import SCALE_CHOICES, SCALES, ScaleDecision, resolve_scale
 from precision_rl.data import command as data_command
 from precision_rl.errors import UserError
-from precision_rl.launch import RunOptions, execute, parse_loggers, plan_run
+from precision_rl.launch.runner import RunOptions, execute, parse_loggers, plan_run
 from precision_rl.mismatch import run as mismatch_run
-from precision_rl.precision import PrecisionArm, parse_arm
-from precision_rl.registry import ExperimentSpec
-from precision_rl.scale import SCALE_CHOICES, ScaleDecision, resolve_scale
 
 
 def _table(rows: list[list[str]], header: list[str]) -> str:
@@ -122,7 +126,7 @@ def _parse_seeds(text: str | None) -> tuple[int, ...] | None:
 
 def cmd_grid(args) -> int:
     """Run every selected experiment × arm × seed that has no finished run yet; return 0 when all have finished."""
-    from precision_rl.grid import describe, plan_grid, run_grid
+    from precision_rl.launch.grid import describe, plan_grid, run_grid
 
     seeds = _parse_seeds(args.seeds)
     decision, selected, options = _decide_and_select(args)
@@ -171,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="print the experiment registry as a table").set_defaults(func=cmd_list)
     show = sub.add_parser("show", help="print an experiment's resolved spec")
     show.add_argument("experiment")
-    show.add_argument("--scale", default="paper", choices=registry.SCALES)
+    show.add_argument("--scale", default="paper", choices=SCALES)
     show.set_defaults(func=cmd_show)
     run = sub.add_parser("run", help="run experiments (names or globs like 'sanity/*')")
     _add_selection(run, "+")
@@ -187,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
     tiny = sub.add_parser("tiny-model", help="build the cached tiny model (and with --data its sanity set)")
     tiny.add_argument("--data", action="store_true", help="also build the tiny sanity and validation sets")
     tiny.set_defaults(func=cmd_tiny_model)
+    analysis_commands.add_parsers(sub)
     return parser
 
 
@@ -200,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     args.overrides = rest  # after `--`: extra Hydra overrides, passed through verbatim
     import signal
+    import warnings
+
+    warnings.formatwarning = lambda message, category, *a, **k: f"warning: {message}\n"
 
     def _terminate(signum, frame):
         raise KeyboardInterrupt  # a kill records an interrupted run, as Ctrl-C does

@@ -1,4 +1,4 @@
-"""Every root directory the suite reads or writes, each overridable by an environment variable."""
+"""Every root directory the suite reads or writes. Roots that hold user data can be moved by an environment variable."""
 
 from __future__ import annotations
 
@@ -9,11 +9,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from precision_rl import REPO_ROOT
+PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
+EXPERIMENTS_DIR = REPO_ROOT / "experiments"
+DOCS_DIR = REPO_ROOT / "docs"
+RESULTS_DIR = REPO_ROOT / "results"
+FIGURES_DIR = REPO_ROOT / "paper_figures"
+BENCH_DIR = RESULTS_DIR / "bench"
 
 DATA_ENV = "PRECISION_RL_DATA"
 RUNS_ENV = "PRECISION_RL_RUNS"
 CACHE_ENV = "PRECISION_RL_CACHE"
+SHARED_DATA_ENV = "PRECISION_RL_SHARED_DATA"
+
+MISMATCH_DIR = "mismatch"  # the offline mismatch tool's folder inside the runs root
 
 
 def data_root() -> Path:
@@ -26,6 +35,11 @@ def runs_root() -> Path:
     return Path(os.environ.get(RUNS_ENV, REPO_ROOT / "runs")).resolve()
 
 
+def mismatch_root() -> Path:
+    """Return ``<runs root>/mismatch``, where the offline mismatch tool writes."""
+    return runs_root() / MISMATCH_DIR
+
+
 def cache_root() -> Path:
     """Return the project cache (``$PRECISION_RL_CACHE`` or ``<repo>/.cache``): tiny models, vLLM's cache."""
     return Path(os.environ.get(CACHE_ENV, REPO_ROOT / ".cache")).resolve()
@@ -36,12 +50,17 @@ def vllm_cache_root() -> Path:
     return cache_root() / "vllm"
 
 
+def shared_data_dir() -> Path:
+    """Return the shared data folder (``$PRECISION_RL_SHARED_DATA`` or ``<repo>/../shared/data/precision-rl``)."""
+    return Path(os.environ.get(SHARED_DATA_ENV, REPO_ROOT.parent / "shared" / "data" / "precision-rl")).resolve()
+
+
 @contextmanager
 def vllm_socket_dir() -> Iterator[Path]:
     """Give an in-process vLLM engine a socket folder of its own for the block, then remove it; yield the folder.
 
     vLLM creates its ``ipc://`` sockets in ``VLLM_RPC_BASE_PATH`` (default: the system temp folder) and does not
-    remove them (``vllm/utils/network_utils.py:175``). Runs get the same through their temp folder (``launch.run_env``).
+    remove them (``vllm/utils/network_utils.py:175``). Runs get the same through their temp folder (``runner.run_env``).
     """
     path = Path(tempfile.mkdtemp(prefix="prl-vllm-ipc-"))
     before = os.environ.get("VLLM_RPC_BASE_PATH")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from precision_rl import REPO_ROOT
+from precision_rl.paths import REPO_ROOT
 
 CODE_DIRS = ("precision_rl", "analysis")
 
@@ -123,7 +123,7 @@ def test_our_tests_do_not_shadow_verls_tests_package():
 
 def test_every_backend_of_the_registry_has_its_gpu_environment():
     """FSDP runs: environment.yml (with flash-attn); Megatron runs: verl's megatron extra on top, named in the README."""
-    from precision_rl.registry import load_all
+    from precision_rl.config.registry import load_all
 
     backends = {spec.paper_backend for spec in load_all("paper").values()}
     assert backends == {"fsdp", "megatron"}

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from precision_rl import REPO_ROOT
+from precision_rl.paths import REPO_ROOT
 
 VENV = Path(sys.executable).parent.parent
 

@@ -6,17 +6,17 @@ import argparse
 import sys
 from pathlib import Path
 
+from precision_rl.config.precision import VLLM_DTYPES
 from precision_rl.data.recipes import RECIPES, BuildResult, build, get_recipe, write_dataset
 from precision_rl.data.sources import load_hub, load_local
 from precision_rl.errors import UserError
-from precision_rl.precision import VLLM_DTYPES
 
 REBUILD = "sanity-rebuild"
 
 
 def registry_templates() -> dict[str, set[str]]:
     """Return, per dataset recipe the registry names at paper scale, the prompt templates experiments use with it."""
-    from precision_rl import registry
+    from precision_rl.config import registry
 
     out: dict[str, set[str]] = {}
     for spec in registry.load_all("paper").values():
@@ -47,7 +47,7 @@ def add_parser(sub) -> None:
 
 def _without_math500(problems: list) -> list:
     """Return ``problems`` minus any MATH500 question (the paper's sanity set has none), when MATH500 is at hand."""
-    from precision_rl.data.sources import shared_data_dir
+    from precision_rl.paths import shared_data_dir
 
     suite = shared_data_dir() / "evaluation_suite"
     if not suite.exists():

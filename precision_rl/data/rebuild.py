@@ -14,7 +14,7 @@ from precision_rl.data.sources import Problem
 from precision_rl.errors import UserError
 from precision_rl.paths import vllm_socket_dir
 from precision_rl.reward.grader import grade_batch
-from precision_rl.templates import get_template
+from precision_rl.reward.templates import get_template
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from precision_rl.data.sources import HubSource, Loaded, Problem, load_hub, load_local, shared_data_dir
+from precision_rl.data.sources import HubSource, Loaded, Problem, load_hub, load_local
 from precision_rl.data.store import (
     commit_files,
     dataset_dir,
@@ -23,7 +23,8 @@ from precision_rl.data.store import (
     write_text_tmp,
 )
 from precision_rl.errors import UserError
-from precision_rl.templates import get_template
+from precision_rl.paths import shared_data_dir
+from precision_rl.reward.templates import get_template
 
 
 @dataclass(frozen=True)

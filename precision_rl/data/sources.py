@@ -14,19 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from precision_rl import REPO_ROOT
 from precision_rl.errors import UserError
 from precision_rl.reward.extract import last_boxed
-from precision_rl.templates import question_from_prompt
+from precision_rl.reward.templates import question_from_prompt
 
-SHARED_DATA_ENV = "PRECISION_RL_SHARED_DATA"
 DAPO_PREFIX = "Solve the following math problem step by step."
 DAPO_SUFFIX = "\n\nRemember to put your answer on its own line after"
-
-
-def shared_data_dir() -> Path:
-    """Return the shared data folder (``$PRECISION_RL_SHARED_DATA`` or ``<repo>/../shared/data/precision-rl``)."""
-    return Path(os.environ.get(SHARED_DATA_ENV, REPO_ROOT.parent / "shared" / "data" / "precision-rl")).resolve()
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from precision_rl.templates import chat_prompt
+from precision_rl.reward.templates import chat_prompt
 
 MANIFEST_NAME = "MANIFEST.json"
 ABILITY = "math"

@@ -13,11 +13,11 @@ import resource
 import sys
 import tempfile
 
-from precision_rl import REPO_ROOT
+from precision_rl.launch.runs import hardware, utc_stamp
 from precision_rl.mismatch.config import MismatchConfig, default_model, parse_dtypes, parse_pairs
 from precision_rl.mismatch.outputs import read_pair
 from precision_rl.mismatch.run import run_mismatch
-from precision_rl.runs import hardware, utc_stamp
+from precision_rl.paths import REPO_ROOT
 
 
 def bench(cfg: MismatchConfig) -> list[dict]:

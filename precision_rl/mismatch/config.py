@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from precision_rl.config.precision import PRECISIONS, PrecisionArm, check_precision
 from precision_rl.errors import UserError
-from precision_rl.precision import PRECISIONS, PrecisionArm, check_precision
 
 GPU_DEFAULT_MODEL = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
 # Fig. 5's sequences reach ~26K tokens, so the paper's generation budget was about 32K
@@ -141,6 +141,6 @@ def default_model(device: str) -> str:
 
 def gpu_max_prompt_tokens() -> int:
     """Return the prompt-length limit of the GPU default prompts: the sanity experiment's ``max_prompt_length``."""
-    from precision_rl.registry import load_experiment
+    from precision_rl.config.registry import load_experiment
 
     return int(load_experiment(SANITY_EXPERIMENT).hyper.max_prompt_length)

@@ -18,14 +18,14 @@ import pandas as pd
 from precision_rl.errors import UserError
 from precision_rl.mismatch.recompute import Recompute
 from precision_rl.mismatch.sampling import Sample
-from precision_rl.paths import runs_root
+from precision_rl.paths import mismatch_root
 
 TOKENS, SEQUENCES, SUMMARY, MANIFEST = "tokens.parquet", "sequences.parquet", "summary.json", "manifest.json"
 
 
 def model_root(slug: str) -> Path:
     """Return ``<runs root>/mismatch/<model slug>``."""
-    return runs_root() / "mismatch" / slug
+    return mismatch_root() / slug
 
 
 def check_free(dirs: list[Path], overwrite: bool) -> None:

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from precision_rl.config.precision import TORCH_DTYPES
 from precision_rl.mismatch.sampling import Sample
-from precision_rl.precision import TORCH_DTYPES
 
 
 @dataclass

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
-from precision_rl import runs
+from precision_rl.config.precision import PrecisionArm
 from precision_rl.errors import UserError
+from precision_rl.launch import runs
 from precision_rl.mismatch import metrics, outputs
 from precision_rl.mismatch.config import (
     GPU_MAX_TOKENS,
@@ -28,7 +29,6 @@ from precision_rl.mismatch.config import (
 from precision_rl.mismatch.prompts import prompt_token_ids
 from precision_rl.mismatch.recompute import Recompute, recompute
 from precision_rl.mismatch.sampling import Sample, SamplingResult, sample
-from precision_rl.precision import PrecisionArm
 
 EXACT_KL_AUTO_LIMIT = 64_000_000  # full-vocab mu entries (x4 bytes) kept in memory per inference dtype
 
@@ -156,7 +156,7 @@ def run_mismatch(cfg: MismatchConfig, argv: list[str] | None = None) -> dict[str
 
 def config_from_args(args: argparse.Namespace) -> MismatchConfig:
     """Return the MismatchConfig for parsed command-line ``args`` (defaults depend on CPU vs GPU)."""
-    from precision_rl.scale import cuda_gpu_count
+    from precision_rl.config.scale import cuda_gpu_count
 
     device = args.device or ("cuda" if cuda_gpu_count() else "cpu")
     on_cpu = device == "cpu"

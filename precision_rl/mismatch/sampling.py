@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from precision_rl.config.precision import VLLM_DTYPES
 from precision_rl.errors import UserError
 from precision_rl.paths import vllm_socket_dir
-from precision_rl.precision import VLLM_DTYPES
 
 
 @dataclass

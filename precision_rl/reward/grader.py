@@ -26,8 +26,8 @@ from cachetools import LRUCache
 from precision_rl.reward.equivalence import math_verify_equal, mathd_equal, sympy_equal, warm_up
 from precision_rl.reward.extract import last_boxed
 from precision_rl.reward.normalize import mathd_normalize, strip_thousands
+from precision_rl.reward.templates import get_template
 from precision_rl.reward.timeout import run_with_timeout
-from precision_rl.templates import get_template
 
 DEFAULT_TIMEOUT_S = 1.0  # the paper's grader: 1 s per grading call
 VERDICT_CACHE_ENTRIES = 65536

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from precision_rl import REPO_ROOT
+from precision_rl.paths import REPO_ROOT
 
 
 class CheckTimeout(BaseException):

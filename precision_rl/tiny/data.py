@@ -12,9 +12,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from precision_rl.config.precision import VLLM_DTYPES
 from precision_rl.errors import UserError
 from precision_rl.paths import data_root, vllm_cache_root
-from precision_rl.precision import VLLM_DTYPES
 from precision_rl.verl_ext.cpu_overrides import VLLM_CPU_KVCACHE_GIB
 
 TRAIN_RECIPE = "tiny_sanity"

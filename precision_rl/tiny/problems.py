@@ -5,7 +5,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-R1_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+from precision_rl.reward.templates import R1_INSTRUCTION
+
 OPS = ("+", "-", "*")
 
 

@@ -6,7 +6,7 @@ The authors' runs score a truncated response 0, so these managers (verl's ``naiv
 this one fact) set ``extra_info["truncated"]`` before verl calls the reward function: a response is truncated when
 it is ``data.max_response_length`` tokens long, its last token is not an end-of-sequence token and it does not
 end in one of the rollout's stop strings (``precision_rl/verl_ext/rollout.py``) — the case in which vLLM reports
-``finish_reason="length"``. ``precision_rl/verl_reward.py`` then scores it 0.
+``finish_reason="length"``. ``precision_rl/verl_ext/score.py`` then scores it 0.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from precision_rl.verl_ext.rollout import stop_strings
 
 TRUNCATED_KEY = "truncated"
-# Registered names: the experiment's algorithm picks one (precision_rl.algorithms).
+# Registered names: the experiment's algorithm picks one (precision_rl.config.algorithms).
 NAIVE_MANAGER = "precision_rl"
 DAPO_MANAGER = "precision_rl_dapo"
 

@@ -8,12 +8,11 @@ import sys
 import pyarrow.parquet as pq
 import pytest
 
-from precision_rl import REPO_ROOT
 from precision_rl.data.recipes import RECIPES, build, dataset_file
-from precision_rl.data.sources import shared_data_dir
 from precision_rl.data.store import read_manifest, read_rows, sha256_file
 from precision_rl.errors import UserError
-from precision_rl.tiny.problems import R1_INSTRUCTION
+from precision_rl.paths import REPO_ROOT, shared_data_dir
+from precision_rl.reward.templates import R1_INSTRUCTION
 
 
 def need_shared(sub: str):

@@ -3,10 +3,10 @@
 import pytest
 
 from precision_rl.cli import main
+from precision_rl.config.precision import PrecisionArm
 from precision_rl.errors import UserError
 from precision_rl.mismatch import run as mismatch_run
 from precision_rl.mismatch.config import MismatchConfig, model_slug, pair_dirname, parse_dtypes, parse_pairs
-from precision_rl.precision import PrecisionArm
 
 
 def test_dtypes_and_pairs():
@@ -83,8 +83,8 @@ def test_gpu_defaults_cover_the_papers_long_sequences():
     """Fig. 5's sequences reach ~26K tokens: the GPU default budget must allow them (the CPU one stays small)."""
     import argparse
 
+    from precision_rl.config.registry import load_experiment
     from precision_rl.mismatch.config import SANITY_EXPERIMENT
-    from precision_rl.registry import load_experiment
 
     parser = argparse.ArgumentParser()
     mismatch_run.add_parser(parser.add_subparsers())

@@ -14,7 +14,7 @@ import pytest
 
 from precision_rl.reward import grader
 from precision_rl.reward.normalize import mathd_normalize
-from precision_rl.verl_reward import compute_score
+from precision_rl.verl_ext.score import compute_score
 
 CALL_LIMIT_S = 10.0
 

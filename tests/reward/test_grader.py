@@ -2,7 +2,7 @@
 
 import pytest
 
-from precision_rl.data.sources import shared_data_dir
+from precision_rl.paths import shared_data_dir
 from precision_rl.reward.grader import GradeResult, answers_equal, grade, grade_batch
 
 

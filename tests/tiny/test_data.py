@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from precision_rl.registry import load_all
+from precision_rl.config.registry import load_all
 from precision_rl.tiny.data import TRAIN_RECIPE, TinyDataConfig
 
 TINY_SPECS = {name: spec for name, spec in load_all("tiny").items() if spec.data.train == TRAIN_RECIPE}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from precision_rl import REPO_ROOT
+from precision_rl.paths import REPO_ROOT
 from precision_rl.verl_ext.settings import FP16_GEMM_ENV
 
 PROBE = Path(__file__).with_name("sync_probe.py")

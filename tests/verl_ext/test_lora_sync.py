@@ -9,7 +9,7 @@ import sys
 import textwrap
 from importlib import metadata
 
-from precision_rl import REPO_ROOT
+from precision_rl.paths import REPO_ROOT
 
 PROBE = """
     import sys, torch, torch.distributed as dist

@@ -62,7 +62,7 @@ def test_verls_manager_scores_a_truncated_answer_zero(tiny_random_model, name):
     from omegaconf import OmegaConf
     from transformers import AutoTokenizer
 
-    from precision_rl.verl_reward import compute_score
+    from precision_rl.verl_ext.score import compute_score
 
     register_managers()
     from verl.experimental.reward_loop.reward_manager.registry import get_reward_manager_cls

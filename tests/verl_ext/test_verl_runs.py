@@ -23,12 +23,14 @@ import psutil
 import pytest
 import torch
 
-from precision_rl import REPO_ROOT, cli, paths, runs
-from precision_rl.logs import load_run_dir
+from precision_rl import cli, paths
+from precision_rl.analysis.logs import load_run_dir
+from precision_rl.launch import runs
+from precision_rl.launch.overrides import ROLLOUT
+from precision_rl.launch.supervise import SHM_DIR
 from precision_rl.metrics import LOSS_SCALE, PROBS_DIFF_MAX, PROBS_DIFF_MIN, SKIPPED_STEPS
-from precision_rl.supervise import SHM_DIR
+from precision_rl.paths import REPO_ROOT
 from precision_rl.verl_ext.rollout import STOP_KEY
-from precision_rl.verl_overrides import ROLLOUT
 
 pytestmark = pytest.mark.slow
 
@@ -255,7 +257,7 @@ def test_fp16_and_bf16_manifests_differ_only_in_precision(verl_run):
 def test_a_killed_launcher_leaves_nothing_and_resume_logs_every_step_once(verl_run):
     """SIGKILL to the launcher after step 1: the guardian cleans up and marks the attempt killed, the readers skip
     the truncated last line, and RESUME=1 continues from verl's checkpoint; the merged table holds each step once."""
-    from precision_rl.logs import build_table
+    from precision_rl.analysis.logs import build_table
 
     run_dir = verl_run(*KILLED)
     attempts = runs.read_manifest(run_dir)["attempts"]
@@ -269,7 +271,7 @@ def test_a_killed_launcher_leaves_nothing_and_resume_logs_every_step_once(verl_r
 
 
 def _every_arm() -> list[tuple[str, str]]:
-    from precision_rl.registry import load_all
+    from precision_rl.config.registry import load_all
 
     return [(name, arm) for name, spec in load_all("tiny").items() for arm in spec.arm_labels]
 
@@ -278,7 +280,7 @@ def _every_arm() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("experiment,arm", _every_arm(), ids=[f"{e}-{a}" for e, a in _every_arm()])
 def test_every_registered_arm_runs_two_verl_steps(verl_run, experiment, arm):
     """Every experiment x precision arm of the registry through verl at tiny scale (`make test-grid`, ~2 min each)."""
-    from precision_rl.registry import load_experiment
+    from precision_rl.config.registry import load_experiment
 
     steps = _steps(verl_run(experiment, arm))
     if load_experiment(experiment, "tiny").hyper.val_only:

@@ -1,0 +1,216 @@
+"""The paper's pass criteria as code (``make check``): each rule gives pass, fail or skip per run.
+
+Rules
+- ``sanity_reward``: a sanity-test run passes when its final training reward (trailing mean over the last
+  ``series.TRAIL_WINDOW`` = 5 logged steps of ``critic/score/mean``) is ≥ 0.95: the paper's criterion of
+  > 95 % training accuracy on the "perfectible" set (docs/sources.md#headline-numbers).
+- ``mismatch_logged``: the run logged a training–inference mismatch metric at all.
+- ``mismatch_start/<stat>``: the median of the first ``START_STEPS`` logged steps stays under the bound of the
+  run's precision (every run: the paper quotes step-0 values for both dtypes).
+- ``mismatch_throughout/<stat>``: the median over all steps stays under the bound (FP16/FP32 runs only: the
+  paper shows their mismatch staying flat, while BF16's grows by design of the experiment).
+- ``mismatch_extreme``: the largest |π − μ| of any step (signed max/min metrics) stays under the bound
+  (FP16/FP32 only).
+- ``fp16_vs_bf16/<stat>``: an FP16 run's starting mismatch is at least ``RATIO`` times smaller than the BF16 run's
+  of the same experiment, scale and seed (the paper's central claim, independent of model size).
+A statistic a run did not log is skipped (e.g. verl's bypass mode logs no ``training/rollout_probs_diff_*``).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from precision_rl import metrics as M
+from precision_rl.analysis.logs import RunTable
+from precision_rl.analysis.series import TRAIL_WINDOW, SeriesIndex, trailing_mean
+from precision_rl.errors import UserError
+
+SANITY_FAMILY = "sanity"
+SANITY_REWARD = 0.95
+START_STEPS = 10
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """Upper bounds on one precision's mismatch statistics, with where they come from."""
+
+    mean_abs_diff: float
+    token_kl: float
+    extreme: float | None
+    source: str
+
+
+# Paper numbers (docs/sources.md#headline-numbers, read off Fig. 3): at step 0, mean |π − μ| ≈ 0.004 (BF16) vs
+# ≈ 0.0007 (FP16) in VeRL; token KL[μ‖π] ≈ 1e-3 (BF16) vs ≈ 1e-5 (FP16) in Oat, FP16 staying ≈ 1e-5 throughout;
+# FP16's max/min of π − μ stay within about ±0.1 while collapsing runs reach ±1.
+# Margins: 3x on probability differences (figure reading, other kernels and hardware) and 10x ≈ 3² on KL, which
+# is quadratic in the probability error. The FP16 bounds (2.1e-3, 1e-4) stay below the paper's BF16 values
+# (4e-3, 1e-3), so they still reject a BF16-level mismatch. FP32 has no paper number: its rounding is 2^13 times
+# finer than FP16's, so FP16's bounds are a safe (loose) upper bound. A (train, infer) pair gets the bounds of its
+# coarser dtype, whose rounding sets the mismatch.
+BOUNDS = {
+    "bf16": Bounds(mean_abs_diff=3 * 0.004, token_kl=10 * 1e-3, extreme=None,
+                   source="paper BF16 step 0: mean|π−μ| 0.004, KL 1e-3"),
+    "fp16": Bounds(mean_abs_diff=3 * 0.0007, token_kl=10 * 1e-5, extreme=2 * 0.1,
+                   source="paper FP16: mean|π−μ| 0.0007, KL 1e-5, |π−μ| within ±0.1"),
+}
+BOUNDS["fp32"] = Bounds(BOUNDS["fp16"].mean_abs_diff, BOUNDS["fp16"].token_kl, BOUNDS["fp16"].extreme,
+                        "FP16's bounds (no paper number; FP32 is finer)")
+COARSENESS = {"fp32": 0, "fp16": 1, "bf16": 2}
+# The paper's BF16/FP16 ratios are ~5.7x (mean |π−μ|) and ~100x (KL); with the same 3x / 10x margins an FP16
+# run must show at least 2x and 10x less mismatch than its BF16 twin.
+RATIO = {"mean_abs_diff": 2.0, "token_kl": 10.0}
+STATS = {"mean_abs_diff": M.MEAN_ABS_DIFF_Q, "token_kl": M.TOKEN_KL_Q}
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One rule applied to one run."""
+
+    run: str
+    scale: str
+    rule: str
+    status: str  # pass | fail | skip
+    value: float | None = None
+    bound: str = ""
+    note: str = ""
+
+
+def bounds_for(train: str, infer: str) -> Bounds:
+    """Return the mismatch bounds of a (train, infer) pair: those of its coarser dtype."""
+    return BOUNDS[max((train, infer), key=COARSENESS.__getitem__)]
+
+
+def _compare(run, scale, rule, value, limit, upper: bool, what: str) -> CheckResult:
+    ok = value <= limit if upper else value >= limit
+    bound = f"{'<=' if upper else '>='} {limit:.3g}"
+    return CheckResult(run, scale, rule, "pass" if ok else "fail", float(value), bound, what)
+
+
+def _start(series: pd.Series) -> float:
+    return float(series.iloc[:START_STEPS].median())
+
+
+def check_run(index: SeriesIndex, run: dict) -> list[CheckResult]:
+    """Return the single-run rules' results for ``run`` (a row of the runs table as a dict)."""
+    name, scale = str(run["run"]), str(run["scale"])
+    train, infer = str(run["precision_train"]), str(run["precision_infer"])
+    out: list[CheckResult] = []
+    if str(run["experiment"]).split("/")[0] == SANITY_FAMILY:
+        reward = index.quantity(scale, name, M.REWARD_Q)
+        smooth = trailing_mean(reward) if reward is not None else None
+        if smooth is None or smooth.empty:
+            out.append(CheckResult(name, scale, "sanity_reward", "fail", None, f">= {SANITY_REWARD}",
+                                   f"no {M.REWARD} logged"))
+        else:
+            out.append(_compare(name, scale, "sanity_reward", smooth.iloc[-1], SANITY_REWARD, False,
+                                f"final trailing mean over {TRAIL_WINDOW} steps at step {smooth.index[-1]}"))
+    series = {stat: index.quantity(scale, name, q) for stat, q in STATS.items()}
+    logged = {stat: s for stat, s in series.items() if s is not None and not s.empty}
+    out.append(CheckResult(name, scale, "mismatch_logged", "pass" if logged else "fail", None, "",
+                           ", ".join(logged) if logged else "neither mean |π−μ| nor token KL was logged"))
+    bounds = bounds_for(train, infer)
+    steady = COARSENESS[max((train, infer), key=COARSENESS.__getitem__)] < COARSENESS["bf16"]
+    for stat in STATS:
+        limit = getattr(bounds, stat)
+        if stat not in logged:
+            out.append(CheckResult(name, scale, f"mismatch_start/{stat}", "skip", note="not logged"))
+            continue
+        s = logged[stat]
+        out.append(_compare(name, scale, f"mismatch_start/{stat}", _start(s), limit, True,
+                            f"median of the first {min(START_STEPS, len(s))} steps; {bounds.source}"))
+        if steady:
+            out.append(_compare(name, scale, f"mismatch_throughout/{stat}", float(s.median()), limit, True,
+                                f"median over {len(s)} steps; {bounds.source}"))
+    if steady and bounds.extreme is not None:
+        hi = index.quantity(scale, name, M.PROBS_DIFF_MAX_Q)
+        lo = index.quantity(scale, name, M.PROBS_DIFF_MIN_Q)
+        parts = [s.abs().max() for s in (hi, lo) if s is not None and not s.empty]
+        if parts:
+            out.append(_compare(name, scale, "mismatch_extreme", max(parts), bounds.extreme, True,
+                                f"largest |π−μ| over all steps ({M.PROBS_DIFF_MAX}, {M.PROBS_DIFF_MIN})"))
+        else:
+            out.append(CheckResult(name, scale, "mismatch_extreme", "skip", note="signed max/min not logged"))
+    return out
+
+
+def check_pair(index: SeriesIndex, fp16: dict, bf16: dict) -> list[CheckResult]:
+    """Return the ``fp16_vs_bf16`` results of an FP16 run against the BF16 run of the same experiment."""
+    name, scale = str(fp16["run"]), str(fp16["scale"])
+    out = []
+    for stat, quantity in STATS.items():
+        a = index.quantity(scale, name, quantity)
+        b = index.quantity(scale, str(bf16["run"]), quantity)
+        rule = f"fp16_vs_bf16/{stat}"
+        if a is None or b is None or a.empty or b.empty:
+            out.append(CheckResult(name, scale, rule, "skip", note="not logged by both runs"))
+            continue
+        low, high = _start(a), _start(b)
+        if high <= 0:
+            out.append(CheckResult(name, scale, rule, "fail", None, f">= {RATIO[stat]}",
+                                   f"the BF16 run's starting value is <= 0 ({bf16['run']})"))
+            continue
+        ratio = high / low if low > 0 else np.inf
+        out.append(_compare(name, scale, rule, ratio, RATIO[stat], False,
+                            f"BF16/FP16 ratio of starting medians vs {bf16['run']}"))
+    return out
+
+
+def select_runs(runs: pd.DataFrame, patterns: list[str] | None, scale: str | None = None) -> pd.DataFrame:
+    """Return the runs matching any of ``patterns`` (run name, experiment name or glob, or run directory).
+
+    ``scale`` (paper/tiny) narrows the choice; a pattern that matches nothing is a UserError.
+    """
+    chosen = runs if scale in (None, "", "auto", "all") else runs[runs["scale"].astype(str) == scale]
+    if not patterns:
+        if chosen.empty:
+            raise UserError("no runs to check" + (f" at scale {scale}" if scale not in (None, "", "auto", "all")
+                                                  else "") + ": run an experiment first (see `make help`)")
+        return chosen
+    keep = np.zeros(len(chosen), dtype=bool)
+    sources = [str(Path(s).resolve()) if isinstance(s, str) and s else "" for s in chosen["source"]]
+    for pattern in patterns:
+        resolved = str(Path(pattern).resolve()) if Path(pattern).exists() else None
+        hits = np.array([fnmatch.fnmatchcase(str(r), pattern) or fnmatch.fnmatchcase(str(e), pattern)
+                         or (resolved is not None and s == resolved)
+                         for r, e, s in zip(chosen["run"], chosen["experiment"], sources, strict=True)], dtype=bool)
+        if not hits.any():
+            names = ", ".join(sorted(map(str, chosen["run"]))[:8]) or "none"
+            raise UserError(f"no run matches {pattern!r} (runs: {names})")
+        keep |= hits
+    return chosen[keep]
+
+
+def run_checks(table: RunTable, patterns: list[str] | None = None, scale: str | None = None) -> list[CheckResult]:
+    """Return every rule's result for the selected runs (pairs use any BF16 twin in the whole table)."""
+    index = SeriesIndex(table.metrics)
+    selected = select_runs(table.runs, patterns, scale)
+    everyone = table.runs.to_dict("records")
+    results: list[CheckResult] = []
+    for run in selected.to_dict("records"):
+        results += check_run(index, run)
+        if run["precision_train"] == run["precision_infer"] == "fp16":
+            twins = [r for r in everyone if r["scale"] == run["scale"] and r["experiment"] == run["experiment"]
+                     and r["precision_train"] == r["precision_infer"] == "bf16"]
+            twins.sort(key=lambda r: (r["seed"] != run["seed"], r["seed"]))
+            if twins:
+                results += check_pair(index, run, twins[0])
+    return results
+
+
+def format_results(results: list[CheckResult]) -> str:
+    """Return the results as an aligned text table."""
+    rows = [[r.scale, r.run, r.rule, r.status.upper(), "" if r.value is None else f"{r.value:.4g}", r.bound, r.note]
+            for r in results]
+    frame = pd.DataFrame(rows, columns=["scale", "run", "rule", "status", "value", "bound", "note"])
+    return frame.to_string(index=False)
+
+
+def failures(results: list[CheckResult]) -> list[CheckResult]:
+    """Return the failed results."""
+    return [r for r in results if r.status == "fail"]

@@ -1,0 +1,163 @@
+"""The analysis subcommands of ``python -m precision_rl``: collect, figure, figures, tables, check, bench-analysis.
+
+``add_parsers`` registers them on the command line's subparsers; each ``cmd_*(args)`` returns an exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from precision_rl.config.scale import SCALE_CHOICES, SCALES
+from precision_rl.paths import FIGURES_DIR, RESULTS_DIR, mismatch_root, runs_root
+
+
+def _table(args):
+    """Return the table from --runs paths, else the collected one, else the runs root read directly."""
+    from precision_rl.analysis import logs
+
+    if args.runs:
+        return logs.load_runs([Path(p) for p in args.runs])
+    if (Path(args.results) / logs.METRICS_FILE).is_file():
+        return logs.read_table(args.results)
+    print(f"note: no collected table in {args.results}; reading {runs_root()} directly", file=sys.stderr)
+    return logs.load_runs(None)
+
+
+def _figure_data(args):
+    """Return the FigureData of ``args``: the run table and the offline mismatch folder."""
+    from precision_rl.analysis.figures import FigureData
+
+    return FigureData(_table(args), args.mismatch or mismatch_root())
+
+
+def _add_source(parser: argparse.ArgumentParser, mismatch: bool = False) -> None:
+    parser.add_argument("--results", type=Path, default=RESULTS_DIR,
+                        help="folder holding the collected metrics.parquet (default: results/)")
+    parser.add_argument("--runs", nargs="+", metavar="PATH",
+                        help="read these run directories / wandb CSVs instead of the collected table")
+    if mismatch:
+        parser.add_argument("--mismatch", type=Path, help="offline mismatch results (default: <runs root>/mismatch)")
+
+
+def cmd_collect(args) -> int:
+    """Read runs (and wandb CSVs) and save the tidy table; return 0."""
+    from precision_rl.analysis import logs
+
+    started = time.perf_counter()
+    sources = list(args.paths)
+    if args.root is not None or not sources:
+        root = args.root or runs_root()
+        if root.is_dir() and logs.find_run_dirs(root):
+            sources.insert(0, root)
+    options = {k: getattr(args, k) for k in ("experiment", "precision", "seed") if getattr(args, k) is not None}
+    table = logs.load_runs(sources, wandb_scale=args.wandb_scale, **options) if sources else logs.build_table([])
+    written = logs.save_table(table, args.out, csv_too=not args.no_csv)
+    print(f"{len(table.runs)} runs, {len(table.metrics):,} values -> {', '.join(map(str, written))} "
+          f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def cmd_figure(args) -> int:
+    """Draw one figure at one scale; return 0."""
+    from precision_rl.analysis.figures import draw_figure, figure_path
+
+    out = args.out or figure_path(FIGURES_DIR, args.scale, args.figure)
+    png, pdf = draw_figure(_figure_data(args), args.figure, args.scale, out)
+    print(f"wrote {png} and {pdf}", file=sys.stderr)
+    return 0
+
+
+def cmd_figures(args) -> int:
+    """Draw every figure (or those of --only) at every scale, with a progress bar; return 0."""
+    from precision_rl.analysis.figures import draw_all
+
+    started = time.perf_counter()
+    written = draw_all(_figure_data(args), args.out, args.scale, args.only)
+    print(f"{len(written)} figures (PNG + PDF) in {args.out} ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+    return 0
+
+
+def cmd_tables(args) -> int:
+    """Write results/summary.{csv,md} and print the Markdown; return 0."""
+    from precision_rl.analysis.tables import summarize, to_markdown, write_summary
+
+    summary = summarize(_table(args))
+    csv_path, md_path = write_summary(summary, args.out or args.results)
+    print(to_markdown(summary))
+    print(f"wrote {csv_path} and {md_path}", file=sys.stderr)
+    return 0
+
+
+def cmd_check(args) -> int:
+    """Apply the pass criteria; return 0 when nothing fails, 1 otherwise."""
+    from precision_rl.analysis.checks import failures, format_results, run_checks
+
+    results = run_checks(_table(args), args.run or None, args.scale)
+    print(format_results(results))
+    failed = failures(results)
+    for r in failed:
+        value = "n/a" if r.value is None else f"{r.value:.4g}"
+        print(f"FAILED {r.rule}: {r.run} ({r.scale}) value {value} {r.bound} - {r.note}", file=sys.stderr)
+    n_runs = len({(r.scale, r.run) for r in results})
+    print(f"{n_runs} runs, {len(results)} checks: {len(failed)} failed, "
+          f"{sum(r.status == 'skip' for r in results)} skipped", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def cmd_bench_analysis(args) -> int:
+    """Time the analysis path on a synthetic set; return 0."""
+    from precision_rl.analysis.bench import run_benchmark
+
+    return run_benchmark(args.values, args.steps, args.metrics, args.keep)
+
+
+def add_parsers(sub) -> None:
+    """Register the analysis subcommands on ``sub`` (the command line's subparsers)."""
+    collect = sub.add_parser("collect", help="collect run logs into results/metrics.{parquet,csv} and runs.csv")
+    collect.add_argument("paths", nargs="*", type=Path,
+                         help="run directories, folders of runs, or wandb CSV exports (default: the runs root)")
+    collect.add_argument("--root", type=Path, help="the runs root to read when no paths are given "
+                         "(default: $PRECISION_RL_RUNS or runs/; absent means no runs)")
+    collect.add_argument("--out", type=Path, default=RESULTS_DIR, help="output folder (default: results/)")
+    collect.add_argument("--wandb-scale", default="paper", choices=SCALES,
+                         help="scale of runs read from wandb CSVs (default: paper)")
+    collect.add_argument("--experiment", help="experiment of a wandb run not named <experiment>-<precision>-s<seed>")
+    collect.add_argument("--precision", help="precision arm of such a wandb run (fp16, bf16, train_bf16-infer_fp32)")
+    collect.add_argument("--seed", type=int, help="seed of such a wandb run")
+    collect.add_argument("--no-csv", action="store_true", help="write only the parquet table (faster)")
+    collect.set_defaults(func=cmd_collect)
+
+    figure = sub.add_parser("figure", help="draw one figure at one scale (PNG and PDF)")
+    figure.add_argument("figure", help="the figure's name, as its script under analysis/ (e.g. fig1_training_reward)")
+    figure.add_argument("--scale", required=True, choices=SCALES)
+    _add_source(figure, mismatch=True)
+    figure.add_argument("--out", type=Path, help="PNG path (default: paper_figures/<scale>/<figure>.png)")
+    figure.set_defaults(func=cmd_figure)
+
+    figures = sub.add_parser("figures", help="draw every figure at both scales into paper_figures/<scale>/")
+    _add_source(figures, mismatch=True)
+    figures.add_argument("--out", type=Path, default=FIGURES_DIR, help="output folder (default: paper_figures/)")
+    figures.add_argument("--scale", nargs="+", choices=SCALES, default=list(SCALES))
+    figures.add_argument("--only", nargs="+", metavar="FIGURE", help="draw only these figures (names as under analysis/)")
+    figures.set_defaults(func=cmd_figures)
+
+    tables = sub.add_parser("tables", help="write the per-run results table (summary.csv and summary.md)")
+    _add_source(tables)
+    tables.add_argument("--out", type=Path, help="output folder (default: the --results folder)")
+    tables.set_defaults(func=cmd_tables)
+
+    check = sub.add_parser("check", help="apply the paper's pass criteria to runs; exit 1 on any failure")
+    check.add_argument("run", nargs="*", help="run names, experiment names, globs or run directories (default: all)")
+    check.add_argument("--scale", default="auto", choices=SCALE_CHOICES, help="only runs at this scale (auto: all)")
+    _add_source(check)
+    check.set_defaults(func=cmd_check)
+
+    bench = sub.add_parser("bench-analysis", help="time synthetic metric values -> tidy table -> every figure")
+    bench.add_argument("--values", type=int, default=1_000_000, help="metric values to generate (default 1e6)")
+    bench.add_argument("--steps", type=int, default=500, help="steps per run (default 500)")
+    bench.add_argument("--metrics", type=int, default=40, help="metrics per step (default 40)")
+    bench.add_argument("--keep", type=Path, help="write the synthetic set and outputs here instead of a temp dir")
+    bench.set_defaults(func=cmd_bench_analysis)

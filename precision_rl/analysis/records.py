@@ -1,0 +1,54 @@
+"""The records every log reader produces: a run's identity, its logged values, and the tidy table they make."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+UNKNOWN = "unknown"
+
+
+class LogWarning(UserWarning):
+    """Something in the logs was odd but loading went on (truncated line, unknown metric, duplicate run)."""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """A run's identity and bookkeeping: one row of the runs table."""
+
+    run: str
+    scale: str
+    experiment: str
+    algorithm: str
+    precision_train: str
+    precision_infer: str
+    seed: int
+    status: str | None = None
+    wall_time_s: float | None = None
+    source: str = ""
+    created: str = ""
+
+    @property
+    def precision(self) -> str:
+        """Return the run's precision arm label (``fp16`` or ``train_bf16-infer_fp32``)."""
+        return self.precision_train if self.precision_train == self.precision_infer else \
+            f"train_{self.precision_train}-infer_{self.precision_infer}"
+
+
+@dataclass
+class RunMetrics:
+    """One run's logged values in file order: parallel lists of step, metric name and value."""
+
+    info: RunInfo
+    steps: list[int] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    values: list = field(default_factory=list)
+
+
+@dataclass
+class RunTable:
+    """The tidy long table (``metrics``, columns COLUMNS) and one row per run (``runs``, columns RUN_COLUMNS)."""
+
+    metrics: pd.DataFrame
+    runs: pd.DataFrame

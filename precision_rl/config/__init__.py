@@ -1,0 +1,1 @@
+"""What a run is: the experiment registry (YAML specs), precision arms, scales and algorithms."""

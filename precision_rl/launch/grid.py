@@ -1,0 +1,100 @@
+"""A grid of runs (experiments x precision arms x seeds) that can be completed over several sittings.
+
+Each run of the grid is found by its identity in the runs folder: a finished run is skipped, an unfinished one
+(failed, interrupted, killed, died) is continued with ``RESUME=1``, a missing one is started, and one whose launcher
+still runs elsewhere is left alone. Stopping the grid (Ctrl-C) records the current run as interrupted; the next
+``make grid`` continues from there.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, replace
+
+from precision_rl.config.precision import PrecisionArm
+from precision_rl.config.registry import ExperimentSpec
+from precision_rl.config.scale import ScaleDecision
+from precision_rl.launch import runs
+from precision_rl.launch.runner import RunOptions, execute, plan_run
+from precision_rl.paths import runs_root
+
+FINISHED = "finished"
+# What the grid does with a run, by the state of its newest directory.
+SKIP, RESUME, START, BUSY = "skip (finished)", "resume", "start", "skip (running elsewhere)"
+
+
+@dataclass(frozen=True)
+class GridRun:
+    """One run of the grid and what the grid will do with it."""
+
+    spec: ExperimentSpec
+    arm: PrecisionArm
+    seed: int
+    action: str
+
+    @property
+    def name(self) -> str:
+        """Return the run's identity ``<experiment>-<precision>-s<seed>``."""
+        return runs.run_name(self.spec.name, self.arm.label, self.seed)
+
+
+def _same_configuration(manifest: dict, spec: ExperimentSpec, extra: tuple[str, ...]) -> bool:
+    """Return whether a run was made from the experiment as registered now, with the same extra overrides."""
+    registered = json.loads(json.dumps(spec.raw, default=str))
+    return manifest.get("spec") == registered and list(manifest.get("extra_overrides") or []) == list(extra)
+
+
+def action_for(scale: str, spec: ExperimentSpec, arm: PrecisionArm, seed: int, extra: tuple[str, ...] = ()) -> str:
+    """Return what the grid does with this run, from its newest run directory of the same configuration.
+
+    A run made from an older version of the experiment (or other extra overrides) does not count: a new run starts
+    beside it.
+    """
+    run_dir = runs.latest_run_dir(runs_root(), scale, spec.name, arm.label, seed)
+    if run_dir is None or not (run_dir / runs.MANIFEST).is_file():
+        return START
+    manifest = runs.read_manifest(run_dir)
+    status = runs.effective_status(manifest)
+    if status == runs.RUNNING:
+        return BUSY
+    if not _same_configuration(manifest, spec, extra):
+        return START
+    return SKIP if status == FINISHED else RESUME
+
+
+def plan_grid(selected: list[tuple[ExperimentSpec, PrecisionArm]], scale: str,
+              seeds: tuple[int, ...] | None = None, extra: tuple[str, ...] = ()) -> list[GridRun]:
+    """Return the grid's runs: every selected arm on ``seeds`` (default: the seeds each experiment names)."""
+    return [GridRun(spec, arm, seed, action_for(scale, spec, arm, seed, extra))
+            for spec, arm in selected for seed in (seeds or spec.seeds)]
+
+
+def describe(grid: list[GridRun]) -> str:
+    """Return the grid as a table, one run a line, with a count of each action."""
+    from tabulate import tabulate
+
+    rows = [[i + 1, g.name, g.action] for i, g in enumerate(grid)]
+    counts = {a: sum(g.action == a for g in grid) for a in (START, RESUME, SKIP, BUSY)}
+    summary = ", ".join(f"{n} to {a}" if a in (START, RESUME) else f"{n} {a}" for a, n in counts.items() if n)
+    return tabulate(rows, headers=["#", "run", "action"]) + f"\n{len(grid)} runs: {summary}"
+
+
+def run_grid(grid: list[GridRun], decision: ScaleDecision, options: RunOptions) -> int:
+    """Run the grid's pending runs one after another; return 0 when every run of the grid has finished, else 1.
+
+    A run that fails does not stop the grid; the summary at the end names it.
+    """
+    pending = [g for g in grid if g.action in (START, RESUME)]
+    failed: list[str] = []
+    for done, item in enumerate(pending):
+        print(f"== grid {done + 1}/{len(pending)}: {item.name} ({item.action}) ==", file=sys.stderr)
+        run_options = replace(options, seed=item.seed, resume=item.action == RESUME)
+        code = execute(plan_run(item.spec, item.arm, decision, run_options))
+        if code != 0:
+            failed.append(item.name)
+    busy = [g.name for g in grid if g.action == BUSY]
+    print(f"grid: {len(pending) - len(failed)} of {len(pending)} pending runs finished, "
+          f"{len(grid) - len(pending)} skipped" + (f"; failed: {', '.join(failed)}" if failed else "")
+          + (f"; still running elsewhere: {', '.join(busy)}" if busy else ""), file=sys.stderr)
+    return 1 if failed or busy else 0

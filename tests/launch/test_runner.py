@@ -1,0 +1,323 @@
+"""Launcher and command line: dry runs print and write nothing; real runs get a fresh, complete run directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from precision_rl import cli, paths
+from precision_rl.config import scale
+from precision_rl.config.registry import load_experiment
+from precision_rl.config.scale import ScaleDecision
+from precision_rl.launch import runner as launch
+from precision_rl.launch import runs
+
+PAPER = ScaleDecision("paper", "paper", "test")
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    monkeypatch.setenv(paths.RUNS_ENV, str(tmp_path / "runs"))
+    monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "data"))
+    return tmp_path
+
+
+def run_cli(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_dry_run_prints_one_command_and_writes_nothing(capsys, isolated):
+    code, out, err = run_cli(capsys, "run", "sanity/grpo", "--precision", "fp16", "--scale", "paper", "--dry-run")
+    assert code == 0 and out.count("\n") == 1
+    assert "+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype=fp16" in out
+    assert "actor_rollout_ref.rollout.dtype=float16" in out
+    assert "python -m precision_rl.verl_ext.main" in out and "VERL_FILE_LOGGER_PATH=" in out
+    assert "VERL_PLATFORM" not in out and "ray_init.num_gpus" not in out
+    assert "SCALE=paper -> paper" in err
+    assert not (isolated / "runs").exists()
+
+
+def test_extra_overrides_pass_through(capsys):
+    code, out, _ = run_cli(capsys, "run", "sanity/grpo", "--precision", "bf16", "--scale", "paper", "--dry-run",
+                           "--extra", "trainer.save_freq=50", "--", "trainer.val_before_train=false")
+    assert code == 0 and "trainer.save_freq=50" in out and out.strip().endswith("trainer.val_before_train=false")
+
+
+def test_panel_selection_follows_the_registry(capsys):
+    code, out, _ = run_cli(capsys, "run", "sanity/*", "--panel", "fig3", "--scale", "paper", "--dry-run")
+    lines = out.strip().splitlines()
+    names = sorted(line.split("trainer.experiment_name=")[1].split()[0] for line in lines)
+    assert names == ["sanity.grpo-bf16-s42", "sanity.grpo_seq_mis-bf16-s42", "sanity.grpo_token_tis-bf16-s42",
+                     "sanity.gspo-bf16-s42", "sanity.pg_seq_is-fp16-s42"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["run", "sanity/nope", "--scale", "paper", "--dry-run"], "unknown experiment 'sanity/nope'"),
+    (["run", "sanity/grpo", "--precision", "fp8", "--scale", "paper", "--dry-run"], "unknown precision 'fp8'"),
+    (["run", "sanity/grpo", "--precision", "fp32", "--scale", "paper", "--dry-run"], "has no precision arm 'fp32'"),
+    (["run", "sanity/grpo", "--scale", "paper", "--dry-run", "--loggers", "stdout"], "unknown logger 'stdout'"),
+    (["run", "sanity/grpo", "--scale", "paper", "--resume", "--dry-run"], "no earlier run"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.strip().splitlines()[-1].startswith("error: ") and message in err
+
+
+def test_paper_scale_without_gpu_refuses(capsys, monkeypatch):
+    monkeypatch.setattr(scale, "paper_scale_problem", lambda: "no CUDA GPU found")
+    code, _, err = run_cli(capsys, "run", "sanity/grpo", "--precision", "fp16", "--scale", "paper")
+    assert code == 2 and "SCALE=paper needs CUDA GPUs" in err
+
+
+def test_auto_scale_decides_loudly(monkeypatch):
+    monkeypatch.setattr(scale, "paper_scale_problem", lambda: "no CUDA GPU found")
+    assert scale.resolve_scale("auto") == ScaleDecision("auto", "tiny", "no CUDA GPU found")
+    monkeypatch.setattr(scale, "paper_scale_problem", lambda: None)
+    assert scale.resolve_scale("auto").scale == "paper"
+    with pytest.raises(Exception, match="unknown SCALE"):
+        scale.resolve_scale("huge")
+
+
+def _fake_verl(plan, body: str):
+    """Point the plan at a stand-in for verl that writes one metrics line where verl's file logger would."""
+    plan.argv = ["python", "-c", body]
+    return plan
+
+
+FAKE = ("import json, os, sys; p = os.environ['VERL_FILE_LOGGER_PATH']; "
+        "open(p, 'w').write(json.dumps({'step': 1, 'data': {'critic/score/mean': 0.5}}) + '\\n'); "
+        "print('step:1'); sys.exit(CODE)")
+
+
+def _data_files(isolated, spec):
+    for name, split in [(spec.data.train, "train")] + [(v, "test") for v in spec.data.val]:
+        path = isolated / "data" / name / f"{split}.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"PAR1")
+
+
+def test_a_run_records_manifest_log_and_metrics(isolated):
+    spec = load_experiment("sanity/grpo")
+    _data_files(isolated, spec)
+    plan = _fake_verl(launch.plan_run(spec, spec.arm("fp16"), PAPER, launch.RunOptions(seed=3)), FAKE.replace("CODE", "0"))
+    assert launch.execute(plan) == 0
+    run_dir = plan.run_dir
+    assert run_dir.parent == isolated / "runs" / "paper" / "sanity" / "grpo" / "fp16" and run_dir.name.startswith("s3-")
+    manifest = runs.read_manifest(run_dir)
+    assert manifest["status"] == "finished" and manifest["attempts"][0]["exit_status"] == 0
+    assert manifest["precision"] == {"label": "fp16", "train": "fp16", "infer": "fp16"} and manifest["seed"] == 3
+    assert manifest["run_name"] == "sanity.grpo-fp16-s3" and "git" in manifest and manifest["versions"]["verl"] == "0.9.1"
+    assert any(o.endswith(str(run_dir / "metrics.jsonl")) for o in manifest["verl_overrides"])
+    assert json.loads((run_dir / "metrics.jsonl").read_text())["step"] == 1
+    assert "step:1" in (run_dir / "train.log").read_text()
+
+    # The same second cannot give a second run the same directory, and a failed resume keeps the first file.
+    again = _fake_verl(launch.plan_run(spec, spec.arm("fp16"), PAPER, launch.RunOptions(seed=3, resume=True)),
+                       FAKE.replace("CODE", "1"))
+    assert again.run_dir == run_dir and again.metrics_path.name == "metrics.attempt1.jsonl"
+    assert "trainer.resume_mode=auto" in again.overrides
+    assert launch.execute(again) == 1
+    manifest = runs.read_manifest(run_dir)
+    assert manifest["status"] == "failed" and [a["attempt"] for a in manifest["attempts"]] == [0, 1]
+    assert runs.attempt_files(run_dir) == [run_dir / "metrics.jsonl", run_dir / "metrics.attempt1.jsonl"]
+
+
+def test_an_existing_run_directory_is_never_reused(isolated, monkeypatch):
+    spec = load_experiment("sanity/grpo")
+    monkeypatch.setattr(runs, "utc_stamp", lambda now=None: "20260101T000000Z")
+    plan = launch.plan_run(spec, spec.arm("bf16"), PAPER, launch.RunOptions())
+    plan.run_dir.mkdir(parents=True)
+    (plan.run_dir / "metrics.jsonl").write_text("keep\n")
+    with pytest.raises(Exception, match="already exists"):
+        launch.plan_run(spec, spec.arm("bf16"), PAPER, launch.RunOptions())
+    assert (plan.run_dir / "metrics.jsonl").read_text() == "keep\n"
+
+
+def test_missing_data_is_a_clear_error(isolated):
+    spec = load_experiment("sanity/grpo")
+    plan = launch.plan_run(spec, spec.arm("bf16"), PAPER, launch.RunOptions())
+    with pytest.raises(Exception, match="dataset file .*sanity/train.parquet is missing: build it with `make data`"):
+        launch.execute(plan)
+    assert not plan.run_dir.exists()
+
+
+TINY = ScaleDecision("tiny", "tiny", "test")
+
+
+def test_tiny_dry_run_is_the_paper_command_plus_the_cpu_platform(capsys, isolated):
+    code, out, err = run_cli(capsys, "run", "sanity/grpo", "--precision", "fp16", "--scale", "tiny", "--dry-run")
+    assert code == 0 and out.count("\n") == 1 and "SCALE=tiny -> tiny" in err
+    assert "VERL_PLATFORM=cpu" in out and "python -m precision_rl.verl_ext.main" in out
+    assert "+ray_kwargs.ray_init.num_gpus=1" in out and "++actor_rollout_ref.model.override_config.attn_implementation=sdpa" in out
+    assert not (isolated / "runs").exists()
+
+    spec = load_experiment("sanity/grpo", "tiny")
+    tiny = launch.plan_run(spec, spec.arm("fp16"), TINY, launch.RunOptions())
+    paper = launch.plan_run(load_experiment("sanity/grpo"), spec.arm("fp16"), PAPER, launch.RunOptions())
+    assert paper.platform_overrides == [] and tiny.platform_overrides
+    assert tiny.overrides == tiny.profile_overrides + tiny.platform_overrides
+    assert tiny.argv[:3] == paper.argv[:3] == ["python", "-m", "precision_rl.verl_ext.main"]
+    # Apart from the platform, the tiny command sets every key the paper one does (its profile changes values and
+    # may add some, e.g. a learning-rate schedule).
+    keys = lambda overrides: {o.split("=", 1)[0] for o in overrides}  # noqa: E731
+    assert keys(paper.profile_overrides) <= keys(tiny.profile_overrides)
+
+
+FAIL = ("import sys; print('loading'); print('(TaskRunner pid=12) ValueError: the model is broken'); "
+        "print('shutting down'); sys.exit(3)")
+HANG = "import time; print('started', flush=True); time.sleep(600)"
+
+
+def _paper_plan(isolated, **options):
+    spec = load_experiment("sanity/grpo")
+    _data_files(isolated, spec)
+    return launch.plan_run(spec, spec.arm("bf16"), PAPER, launch.RunOptions(**options))
+
+
+def test_a_failed_run_names_its_directory_and_the_failing_line(isolated, capsys):
+    plan = _fake_verl(_paper_plan(isolated), FAIL)
+    assert launch.execute(plan) == 3
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == f"error: {plan.name} failed ({plan.run_dir}): ValueError: the model is broken"
+    attempt = runs.read_manifest(plan.run_dir)["attempts"][0]
+    assert attempt["status"] == "failed" and attempt["exit_status"] == 3
+
+
+def test_the_watchdog_stops_a_run_without_progress(isolated, capsys):
+    plan = _fake_verl(_paper_plan(isolated, watchdog_s=2), HANG)
+    started = time.monotonic()
+    assert launch.execute(plan) == 1
+    assert time.monotonic() - started < 60
+    attempt = runs.read_manifest(plan.run_dir)["attempts"][0]
+    assert attempt["status"] == "failed" and attempt["reason"].startswith("watchdog: no new metrics line")
+    assert "started" in (plan.run_dir / "train.log").read_text()
+
+
+def test_an_interrupted_run_is_recorded_and_leaves_no_process(isolated):
+    plan = _fake_verl(_paper_plan(isolated), HANG)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.alarm(3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            launch.execute(plan)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    doc = runs.read_manifest(plan.run_dir)
+    assert doc["status"] == "interrupted" and doc["attempts"][0]["status"] == "interrupted"
+    assert not [p for p in psutil.process_iter(["cmdline"]) if HANG in " ".join(p.info["cmdline"] or [])]
+
+
+def test_every_tiny_profile_fits_its_gpus(isolated):
+    from precision_rl.config.registry import load_all
+
+    for spec in load_all("tiny").values():
+        for arm in spec.arms:
+            launch.check_composes(launch.plan_run(spec, arm, TINY, launch.RunOptions()))
+
+
+def test_a_rollout_that_cannot_fit_is_refused_before_verl_starts(isolated):
+    spec = load_experiment("sanity/grpo", "tiny")
+    plan = launch.plan_run(spec, spec.arm("bf16"), TINY, launch.RunOptions(extra=(
+        "actor_rollout_ref.rollout.tensor_model_parallel_size=2",)))
+    with pytest.raises(Exception, match="rollout tensor parallel size 2 does not divide the 1 GPU"):
+        launch.check_composes(plan)
+
+
+# A stand-in for verl that leaves what a real run leaves outside its directory: a shared-memory segment and a file in
+# its temp folder; then it hangs.
+LEAVES = ("import os, time; open(f'/dev/shm/prl-test-{os.getpid()}', 'w').write('x'); "
+          "open(os.path.join(os.environ['TMPDIR'], 'leftover'), 'w').write('x'); print('started', flush=True); "
+          "time.sleep(600)")
+LAUNCHER = """
+from precision_rl.launch import runner as launch
+from precision_rl.config.registry import load_experiment
+from precision_rl.config.scale import ScaleDecision
+spec = load_experiment("sanity/grpo")
+plan = launch.plan_run(spec, spec.arm("bf16"), ScaleDecision("paper", "paper", "test"), launch.RunOptions())
+plan.argv = ["python", "-c", {body!r}]
+launch.execute(plan)
+"""
+
+
+def _wait_for(predicate, seconds: float):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+def test_a_killed_launcher_is_cleaned_up_by_its_guardian(isolated):
+    """SIGKILL to the launcher: its guardian stops verl, removes the temp folder and shm, records the attempt."""
+    _data_files(isolated, load_experiment("sanity/grpo"))
+    launcher = subprocess.Popen([sys.executable, "-c", LAUNCHER.format(body=LEAVES)], env=dict(os.environ),
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    arm_dir = isolated / "runs" / "paper" / "sanity" / "grpo" / "bf16"
+    started = lambda: any("started" in p.read_text() for p in arm_dir.glob("*/train.log"))  # noqa: E731
+    try:
+        assert _wait_for(started, 120), "the stand-in run did not start"
+        run_dir = next(arm_dir.iterdir())
+        verl = [p for p in psutil.process_iter(["cmdline"]) if (p.info["cmdline"] or [""])[-1] == LEAVES]
+        assert len(verl) == 1
+        shm = f"/dev/shm/prl-test-{verl[0].pid}"
+        temp = launch.ray_temp_dir(run_dir, 0)
+        assert os.path.exists(shm) and (temp / "leftover").exists()
+    finally:
+        launcher.kill()
+        launcher.wait()
+    killed = lambda: runs.read_manifest(run_dir)["status"] == "killed"  # noqa: E731
+    assert _wait_for(killed, 60), runs.read_manifest(run_dir)["attempts"]
+    attempt = runs.read_manifest(run_dir)["attempts"][0]
+    assert attempt["reason"].startswith("the launcher ended without cleaning up")
+    assert not verl[0].is_running() and not os.path.exists(shm) and not temp.exists()
+
+
+def test_resume_refuses_a_run_that_is_still_running(isolated):
+    spec = load_experiment("sanity/grpo")
+    plan = launch.plan_run(spec, spec.arm("bf16"), PAPER, launch.RunOptions())
+    runs.create_run_dir(plan.run_dir)
+    runs.write_manifest(plan.run_dir, {"status": "running", "attempts": [
+        {"attempt": 0, "status": "running", "launcher": runs.launcher_record()}]})
+    with pytest.raises(Exception, match="is still running"):
+        launch.plan_run(spec, spec.arm("bf16"), PAPER, launch.RunOptions(resume=True))
+
+
+def test_resume_goes_back_to_a_checkpoint_whose_step_was_logged(tmp_path, capsys):
+    """A kill between verl's checkpoint of step S and its metrics line of step S: resume from an earlier one."""
+    ckpt = tmp_path / "checkpoints"
+    assert launch.resume_overrides(ckpt, None) == ["trainer.resume_mode=auto"]
+    for step in (4, 6):
+        (ckpt / f"global_step_{step}" / "actor").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("6")
+    assert launch.resume_overrides(ckpt, 6) == ["trainer.resume_mode=auto"]
+    assert launch.resume_overrides(ckpt, 5) == ["trainer.resume_mode=resume_path",
+                                                f"trainer.resume_from_path={ckpt / 'global_step_4'}"]
+    assert launch.resume_overrides(ckpt, 3) == ["trainer.resume_mode=disable"]
+    assert "starts from step 1" in capsys.readouterr().err
+
+
+def test_verl_still_checkpoints_a_step_before_it_logs_it():
+    """``launch.resume_overrides`` steps back over a checkpoint whose metrics line a kill prevented; that is needed
+    only while verl's trainer saves before it logs (trainer/ppo/v1/trainer_base.py:485 vs :514)."""
+    import inspect
+
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    fit = inspect.getsource(PPOTrainer.fit)
+    assert fit.index("self._save_checkpoint()") < fit.index("self.logger.log(data=metrics")

@@ -1,0 +1,48 @@
+"""Run directory helpers: identities, attempt files in order, refusal to reuse a directory."""
+
+import pytest
+
+from precision_rl.errors import UserError
+from precision_rl.launch import runs
+
+
+def test_run_name_is_derived():
+    assert runs.run_name("sanity/grpo", "fp16", 1) == "sanity.grpo-fp16-s1"
+    assert runs.run_name("ablation/precision", "train_bf16-infer_fp32", 7) == "ablation.precision-train_bf16-infer_fp32-s7"
+
+
+def test_attempt_files_sort_numerically(tmp_path):
+    for name in ("metrics.attempt10.jsonl", "metrics.jsonl", "metrics.attempt2.jsonl", "metrics.attemptx.jsonl"):
+        (tmp_path / name).write_text("")
+    assert [p.name for p in runs.attempt_files(tmp_path)] == [
+        "metrics.jsonl", "metrics.attempt2.jsonl", "metrics.attempt10.jsonl"]
+    assert runs.next_attempt(tmp_path) == 11
+
+
+def test_create_refuses_existing(tmp_path):
+    path = runs.planned_run_dir(tmp_path, "tiny", "sanity/grpo", "fp16", 1, now=0)
+    assert path.name == "s1-19700101T000000Z"
+    runs.create_run_dir(path)
+    with pytest.raises(UserError, match="already exists"):
+        runs.create_run_dir(path)
+
+
+def test_latest_run_dir_picks_newest(tmp_path):
+    for t in (0, 100, 50):
+        runs.create_run_dir(runs.planned_run_dir(tmp_path, "tiny", "sanity/grpo", "fp16", 1, now=t))
+    assert runs.latest_run_dir(tmp_path, "tiny", "sanity/grpo", "fp16", 1).name == "s1-19700101T000140Z"
+    assert runs.latest_run_dir(tmp_path, "tiny", "sanity/grpo", "fp16", 2) is None
+
+
+def test_a_running_attempt_whose_launcher_is_gone_reads_as_died():
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    record = {**runs.launcher_record(), "pid": gone.pid}
+    gone.wait()
+    doc = lambda launcher: {"status": "running", "attempts": [{"status": "running", "launcher": launcher}]}  # noqa: E731
+    assert runs.effective_status(doc(record)) == runs.DIED
+    assert runs.effective_status(doc(runs.launcher_record())) == "running"  # this very process
+    assert runs.effective_status(doc({**record, "host": "another-node"})) == "running"  # cannot tell from here
+    assert runs.effective_status({"status": "killed", "attempts": []}) == "killed"
