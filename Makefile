@@ -69,7 +69,7 @@ lock: $(STAMP) ## Regenerate requirements/{cpu,verl,gpu}.lock from requirements/
 test: $(STAMP) ## Run the test suite (CPU): the fast tier and the real verl runs of the slow tier
 	$(PY) -m pytest -q --durations=15 -m "not grid" tests
 
-test-fast: $(STAMP) ## Run the fast tier only (no vLLM engine, no verl run)
+test-fast: $(STAMP) ## Run the fast tier only (no vLLM engine, no verl run, no verl/vLLM subprocess probe): the edit-test loop
 	$(PY) -m pytest -q -m "not slow and not grid" tests
 
 test-grid: $(STAMP) ## Run every registered experiment x arm through verl for 2 steps at tiny scale (~2 min each)

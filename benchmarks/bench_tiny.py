@@ -24,9 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
+from precision_rl import metrics as M
+from precision_rl.console import render_table
+from precision_rl.fileio import atomic_write_json
 from precision_rl.launch import runs
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K1, TOKEN_KL_K3
-from precision_rl.paths import REPO_ROOT, runs_root
+from precision_rl.paths import BENCH_DIR, REPO_ROOT, mismatch_root, runs_root
 from precision_rl.verl_ext.cpu_features import cpu_flags
 
 EXPERIMENT = "sanity/grpo"
@@ -69,27 +72,27 @@ def summarize(run_dir: Path) -> dict:
     steps = [x["data"] for x in lines if x["step"] > 0]
     get = lambda key: np.array([s[key] for s in steps if s.get(key) is not None], dtype=float)  # noqa: E731
     reward = get(REWARD)
-    step_total = float(get("timing_s/step").sum())
-    testing = float(get("timing_s/testing").sum())
+    step_total = float(get(M.STEP_TIME).sum())
+    testing = float(get(M.TIMING_PREFIX + "testing").sum())
     wall = ended - started
     return {
         "run_dir": str(run_dir), "steps": len(steps), "wall_s": wall,
         "reward_first": float(reward[0]), "reward_last5": float(reward[-5:].mean()),
         "first_step_reaching_0.95": next((i + 1 for i, r in enumerate(reward) if r >= 0.95), None),
-        "step_seconds_mean": {p: float(get(f"timing_s/{p}").mean()) for p in STEP_PARTS},
+        "step_seconds_mean": {p: float(get(M.TIMING_PREFIX + p).mean()) for p in STEP_PARTS},
         "steps_total_s": step_total, "validation_in_steps_s": testing,
         "outside_steps_s": wall - step_total - testing, "startup_phases_s": phases(run_dir, started),
         "peak_memory_gib": attempt.get("peak_memory_gib"),
         "mean_abs_prob_diff": float(get(PROBS_DIFF_ABS_MEAN).mean()), "k3_kl": float(get(TOKEN_KL_K3).mean()),
         "k1_kl": float(get(TOKEN_KL_K1).mean()), "fp16_gemm": manifest["platform"].get("fp16_gemm"),
-        "loss_scale_final": float(get("precision/loss_scale")[-1]),
-        "skipped_steps": float(get("precision/skipped_steps")[-1]),
+        "loss_scale_final": float(get(M.LOSS_SCALE)[-1]),
+        "skipped_steps": float(get(M.SKIPPED_STEPS)[-1]),
     }
 
 
 def offline_ratios() -> dict | None:
     """Return the offline mismatch tool's bf16/fp16 ratios for the tiny model, when `make mismatch` has run."""
-    found = sorted(runs_root().glob("mismatch/*/*/summary.json"), key=lambda p: p.stat().st_mtime)
+    found = sorted(mismatch_root().glob("*/*/summary.json"), key=lambda p: p.stat().st_mtime)
     for path in reversed(found):
         doc = json.loads(path.read_text())
         if doc.get("scale") == "tiny" and doc.get("ratios_bf16_over_fp16"):
@@ -121,21 +124,21 @@ def main() -> int:
         out[precision] = summarize(run_dir)
     out["bf16_over_fp16"] = {k: out["bf16"][k] / out["fp16"][k] for k in ("mean_abs_prob_diff", "k3_kl")}
     out["offline_bf16_over_fp16"] = offline_ratios()
-    dest = REPO_ROOT / "results" / "bench" / f"tiny-{runs.utc_stamp()}.json"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(out, indent=2))
+    dest = atomic_write_json(BENCH_DIR / f"tiny-{runs.utc_stamp()}.json", out)
     m = out["machine"]
     print(f"\nCPU: {m['cpu_model']} x{m['cpu_count']}, matrix features: {', '.join(m['matrix_flags']) or 'none'}")
-    print("\n| arm | wall | reward step 1 -> last 5 (first >= 0.95) | s/step (gen / old_log_prob / update / sync) "
-          "| outside steps | peak RAM | mean abs(pi-mu) | k3 KL |\n|---|---|---|---|---|---|---|---|")
+    rows = []
     for p in ARMS:
-        s = out[p]
-        t = s["step_seconds_mean"]
-        print(f"| {p} | {s['wall_s'] / 60:.1f} min | {s['reward_first']:.2f} -> **{s['reward_last5']:.3f}** "
-              f"({s['first_step_reaching_0.95']}) | {t['step']:.1f} ({t['gen']:.1f} / {t['old_log_prob']:.1f} / "
-              f"{t['update_actor']:.1f} / {t['update_weights']:.2f}) | {s['outside_steps_s']:.0f} s "
-              f"{s['startup_phases_s']} | {s['peak_memory_gib']} GiB | {s['mean_abs_prob_diff']:.2e} | "
-              f"{s['k3_kl']:.2e} |")
+        s, t = out[p], out[p]["step_seconds_mean"]
+        rows.append([p, f"{s['wall_s'] / 60:.1f} min",
+                     f"{s['reward_first']:.2f} -> **{s['reward_last5']:.3f}** ({s['first_step_reaching_0.95']})",
+                     f"{t['step']:.1f} ({t['gen']:.1f} / {t['old_log_prob']:.1f} / {t['update_actor']:.1f} / "
+                     f"{t['update_weights']:.2f})", f"{s['outside_steps_s']:.0f} s {s['startup_phases_s']}",
+                     f"{s['peak_memory_gib']} GiB", f"{s['mean_abs_prob_diff']:.2e}", f"{s['k3_kl']:.2e}"])
+    print()
+    print(render_table(rows, ["arm", "wall", "reward step 1 -> last 5 (first >= 0.95)",
+                              "s/step (gen / old_log_prob / update / sync)", "outside steps", "peak RAM",
+                              "mean abs(pi-mu)", "k3 KL"], markdown=True, floatfmt=""))
     r = out["bf16_over_fp16"]
     print(f"\nbf16/fp16 mismatch over training: mean |pi-mu| {r['mean_abs_prob_diff']:.1f}x, k3 KL {r['k3_kl']:.1f}x")
     if out["offline_bf16_over_fp16"]:

@@ -17,8 +17,10 @@ from pathlib import Path
 
 from bench_tiny import machine  # this folder is on sys.path when a benchmark runs as a script
 
+from precision_rl.console import render_table
+from precision_rl.fileio import atomic_write_json
 from precision_rl.launch.runs import utc_stamp
-from precision_rl.paths import REPO_ROOT
+from precision_rl.paths import BENCH_DIR, REPO_ROOT
 
 CONFIGS = (("bfloat16", "vllm"), ("float16", "vllm"), ("float16", "emulated"))
 PROMPTS, TOKENS = 96, 64
@@ -70,13 +72,9 @@ def main() -> int:
     hardware = machine()
     print(f"CPU: {hardware['cpu_model']} x{hardware['cpu_count']}, "
           f"matrix features: {', '.join(hardware['matrix_flags']) or 'none'}")
-    print(f"{'dtype':9} {'GEMM':9} {'tokens':>7} {'s':>6} {'tok/s':>7}")
-    for r in rows:
-        print(f"{r['dtype']:9} {r['gemm']:9} {r['tokens']:7d} {r['seconds']:6.2f} {r['tok_per_s']:7.0f}")
-    out_dir = REPO_ROOT / "results" / "bench"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"vllm-fp16-{utc_stamp()}.json"
-    path.write_text(json.dumps({"hardware": hardware, "rows": rows}, indent=1))
+    print(render_table([[r["dtype"], r["gemm"], r["tokens"], f"{r['seconds']:.2f}", f"{r['tok_per_s']:.0f}"] for r in rows],
+                       ["dtype", "GEMM", "tokens", "s", "tok/s"]))
+    path = atomic_write_json(BENCH_DIR / f"vllm-fp16-{utc_stamp()}.json", {"hardware": hardware, "rows": rows})
     print(f"wrote {path.relative_to(REPO_ROOT)}")
     return 0
 

@@ -18,16 +18,11 @@ from precision_rl.config import registry
 from precision_rl.config.precision import PrecisionArm, parse_arm
 from precision_rl.config.registry import ExperimentSpec
 from precision_rl.config.scale import SCALE_CHOICES, SCALES, ScaleDecision, resolve_scale
+from precision_rl.console import render_table
 from precision_rl.data import command as data_command
 from precision_rl.errors import UserError
 from precision_rl.launch.runner import RunOptions, execute, parse_loggers, plan_run
 from precision_rl.mismatch import run as mismatch_run
-
-
-def _table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
-    return "\n".join([fmt.format(*header), fmt.format(*("-" * w for w in widths))] + [fmt.format(*r) for r in rows])
 
 
 def cmd_list(args) -> int:
@@ -45,7 +40,7 @@ def cmd_list(args) -> int:
     rows = [[s.name, s.algorithm, arms(s), s.model, s.backend,
              ",".join(p.panel + (f":{p.precision}" if p.precision else "") for p in s.paper) or "-",
              s.variant_of or "-", sourced(s)] for s in specs.values()]
-    print(_table(rows, ["experiment", "algorithm", "precision arms", "model", "backend", "paper panels", "variant of",
+    print(render_table(rows, ["experiment", "algorithm", "precision arms", "model", "backend", "paper panels", "variant of",
                         "sourced"]))
     print(f"\nsourced: 'fully' when every value that differs from verl's defaults has a published source; 'N assumed' "
           f"counts the values tagged {registry.ASSUMPTION_TAG} in the experiment's sources (`make show EXP=...`).")
@@ -64,14 +59,9 @@ def _selected_runs(specs: list[ExperimentSpec], precisions: list[str], panel: st
     wanted = [parse_arm(p) for p in precisions]
     runs = []
     for spec in specs:
-        arms = list(spec.arms)
-        if panel:
-            refs = [r for r in spec.paper if r.panel == panel]
-            if not refs:
-                continue
-            qualifiers = {r.precision for r in refs}
-            if None not in qualifiers:
-                arms = [a for a in arms if a.train in qualifiers and a.train == a.infer]
+        arms = spec.panel_arms(panel) if panel else list(spec.arms)
+        if not arms:
+            continue
         if wanted:
             for arm in wanted:
                 spec.arm(arm.label)  # raises a clear error if the experiment lacks that arm

@@ -1,7 +1,7 @@
 """Metric names (DESIGN.md "Metric names" contract) and the quantities the analysis reads from them.
 
-verl's names are kept verbatim. Our additions use the ``mismatch/`` and ``precision/`` prefixes; both trainers
-(verl at paper scale, ``precision_rl.tiny`` at tiny scale) import the constants from here. A *quantity* is what
+verl's names are kept verbatim. Our additions use the ``mismatch/`` and ``precision/`` prefixes; the verl extensions
+that log them (``precision_rl/verl_ext``) import the constants from here. A *quantity* is what
 a figure or table shows; it reads the first of its candidate metric names that a run logged, e.g. the token KL
 of a run in verl's bypass mode (pg_* algorithms) appears as ``actor/rollout_corr/kl`` instead of
 ``rollout_corr/kl``.
@@ -15,18 +15,17 @@ from dataclasses import dataclass
 # --- verl 0.9.1 names (docs/verl.md#metrics) ---
 REWARD = "critic/score/mean"
 RESPONSE_LENGTH = "response_length/mean"
-GRAD_NORM = "actor/grad_norm"  # non-finite (logged as null) when the fp16 loss scaler skipped the step
 ENTROPY = "actor/entropy"
-PG_LOSS = "actor/pg_loss"
+GRAD_NORM = "actor/grad_norm"  # non-finite (logged as null) when the fp16 loss scaler skipped the step
 # |exp(log π_old) − exp(log μ)| over response tokens (absolute values only); absent in bypass mode.
 PROBS_DIFF_ABS_MAX = "training/rollout_probs_diff_max"
 PROBS_DIFF_ABS_MEAN = "training/rollout_probs_diff_mean"
-PROBS_DIFF_ABS_STD = "training/rollout_probs_diff_std"
 # Token-level KL(μ‖π_old) estimates: k1 = mean(log μ − log π), k3 = mean(ρ − 1 − log ρ) with ρ = π/μ.
 TOKEN_KL_K1 = "rollout_corr/kl"
 TOKEN_KL_K3 = "rollout_corr/k3_kl"
-BYPASS_PREFIX = "actor/"  # verl's bypass-mode loss logs the rollout_corr metrics under actor/
-STEP_TIME = "timing_s/step"
+ACTOR_PREFIX = "actor/"  # verl's actor worker logs under actor/: in bypass mode the rollout_corr metrics too
+TIMING_PREFIX = "timing_s/"  # verl times each phase of a step as timing_s/<phase>
+STEP_TIME = TIMING_PREFIX + "step"
 VAL_CORE_PREFIX = "val-core/"
 
 # --- our additions ---
@@ -57,7 +56,7 @@ class Quantity:
 
 
 def _with_bypass(name: str) -> tuple[str, str]:
-    return (name, BYPASS_PREFIX + name)
+    return (name, ACTOR_PREFIX + name)
 
 
 REWARD_Q = Quantity("reward", "Training reward", (REWARD,))
@@ -74,7 +73,7 @@ SKIPPED_STEPS_Q = Quantity("skipped_steps", "Skipped fp16 steps (cumulative)", (
 GRAD_NORM_Q = Quantity("grad_norm", "Gradient norm", (GRAD_NORM,))
 STEP_TIME_Q = Quantity("step_time", "Step time (s)", (STEP_TIME,))
 
-_VAL_RE = re.compile(r"^val-core/(?P<ds>.+)/(?P<var>acc|reward)/mean@(?P<n>\d+)$")
+_VAL_RE = re.compile(rf"^{re.escape(VAL_CORE_PREFIX)}(?P<ds>.+)/(?P<var>acc|reward)/mean@(?P<n>\d+)$")
 
 
 def resolve(quantity: Quantity, logged: set[str] | frozenset[str]) -> str | None:

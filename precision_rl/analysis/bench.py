@@ -32,9 +32,8 @@ def write_synthetic_set(root: Path, values: int, steps: int, n_metrics: int, see
     lines = 0
     for k in range(n_runs):
         spec, arm = arms[k % len(arms)]
-        coarse = "bf16" if "bf16" in (arm.train, arm.infer) else ("fp16" if "fp16" in (arm.train, arm.infer) else "fp32")
-        collapse = steps // 2 if coarse == "bf16" and spec.algorithm in ("grpo", "gspo") else None
-        records = run_records(steps, coarse, rng, n_metrics=n_metrics, collapse_at=collapse,
+        collapse = steps // 2 if arm.coarsest == "bf16" and spec.algorithm in ("grpo", "gspo") else None
+        records = run_records(steps, arm.coarsest, rng, n_metrics=n_metrics, collapse_at=collapse,
                               val_sets=spec.data.val, test_freq=max(1, steps // 20),
                               bypass=spec.algorithm.startswith("pg_"))
         write_run(root, "paper", spec.name, arm.label, 1 + k // len(arms), [records], algorithm=spec.algorithm)

@@ -28,6 +28,8 @@ import pandas as pd
 from precision_rl import metrics as M
 from precision_rl.analysis.logs import RunTable
 from precision_rl.analysis.series import TRAIL_WINDOW, SeriesIndex, trailing_mean
+from precision_rl.config.precision import PrecisionArm
+from precision_rl.console import render_table
 from precision_rl.errors import UserError
 
 SANITY_FAMILY = "sanity"
@@ -61,7 +63,6 @@ BOUNDS = {
 }
 BOUNDS["fp32"] = Bounds(BOUNDS["fp16"].mean_abs_diff, BOUNDS["fp16"].token_kl, BOUNDS["fp16"].extreme,
                         "FP16's bounds (no paper number; FP32 is finer)")
-COARSENESS = {"fp32": 0, "fp16": 1, "bf16": 2}
 # The paper's BF16/FP16 ratios are ~5.7x (mean |π−μ|) and ~100x (KL); with the same 3x / 10x margins an FP16
 # run must show at least 2x and 10x less mismatch than its BF16 twin.
 RATIO = {"mean_abs_diff": 2.0, "token_kl": 10.0}
@@ -83,7 +84,7 @@ class CheckResult:
 
 def bounds_for(train: str, infer: str) -> Bounds:
     """Return the mismatch bounds of a (train, infer) pair: those of its coarser dtype."""
-    return BOUNDS[max((train, infer), key=COARSENESS.__getitem__)]
+    return BOUNDS[PrecisionArm(train, infer).coarsest]
 
 
 def _compare(run, scale, rule, value, limit, upper: bool, what: str) -> CheckResult:
@@ -115,7 +116,7 @@ def check_run(index: SeriesIndex, run: dict) -> list[CheckResult]:
     out.append(CheckResult(name, scale, "mismatch_logged", "pass" if logged else "fail", None, "",
                            ", ".join(logged) if logged else "neither mean |π−μ| nor token KL was logged"))
     bounds = bounds_for(train, infer)
-    steady = COARSENESS[max((train, infer), key=COARSENESS.__getitem__)] < COARSENESS["bf16"]
+    steady = PrecisionArm(train, infer).coarsest != "bf16"
     for stat in STATS:
         limit = getattr(bounds, stat)
         if stat not in logged:
@@ -207,8 +208,7 @@ def format_results(results: list[CheckResult]) -> str:
     """Return the results as an aligned text table."""
     rows = [[r.scale, r.run, r.rule, r.status.upper(), "" if r.value is None else f"{r.value:.4g}", r.bound, r.note]
             for r in results]
-    frame = pd.DataFrame(rows, columns=["scale", "run", "rule", "status", "value", "bound", "note"])
-    return frame.to_string(index=False)
+    return render_table(rows, ["scale", "run", "rule", "status", "value", "bound", "note"], floatfmt="")
 
 
 def failures(results: list[CheckResult]) -> list[CheckResult]:

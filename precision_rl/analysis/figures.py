@@ -103,16 +103,7 @@ def panel_ids(specs: dict[str, ExperimentSpec], prefix: str) -> list[str]:
 
 def panel_arms(specs: dict[str, ExperimentSpec], panel: str) -> list[tuple[ExperimentSpec, PrecisionArm]]:
     """Return the (experiment, arm) pairs feeding ``panel``; ``fig3:bf16`` keeps only the bf16 arm."""
-    out = []
-    for spec in specs.values():
-        for ref in spec.paper:
-            if ref.panel != panel:
-                continue
-            for arm in spec.arms:
-                if ref.precision is None or (arm.train == arm.infer == ref.precision):
-                    if (spec, arm) not in out:
-                        out.append((spec, arm))
-    return out
+    return [(spec, arm) for spec in specs.values() for arm in spec.panel_arms(panel)]
 
 
 def experiment_title(spec: ExperimentSpec) -> str:
@@ -327,43 +318,29 @@ def _ablation_cells(data: FigureData, scale: str, pairs) -> dict[str, np.ndarray
 
 
 def _heatmap(ax, values: np.ndarray, title: str, fmt: str, log: bool, any_runs: np.ndarray) -> None:
-    from matplotlib.colors import LogNorm, Normalize
+    import seaborn as sns
+    from matplotlib.colors import LogNorm
 
-    ax.set_title(title)
-    ax.grid(False)
     names = [P.PRECISION_NAMES[p] for p in HEATMAP_ORDER]
     shown = np.where(values > 0, values, np.nan) if log else values
-    finite = shown[np.isfinite(shown)]
-    norm = None
-    if finite.size:
-        low, high = finite.min(), finite.max()
-        norm = LogNorm(low, max(high, low * 10)) if log else Normalize(low, high if high > low else low + 1e-9)
-        image = ax.imshow(shown, cmap="viridis", norm=norm, aspect="auto")
-        ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
-    else:
-        ax.imshow(np.zeros_like(values), cmap="Greys", vmin=0, vmax=1, aspect="auto")
-    cmap = matplotlib_cmap("viridis")
-    for i in range(len(HEATMAP_ORDER)):
-        for j in range(len(HEATMAP_ORDER)):
-            v = shown[i, j]
-            if np.isfinite(v):
-                r, g, b, _ = cmap(norm(v))
-                color = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
-                text = format(values[i, j], fmt)
-            else:
-                color, text = "0.4", (P.NO_RUNS if not any_runs[i, j] else "no data")
-            ax.text(j, i, text, ha="center", va="center", fontsize=7, color=color)
-    ax.set_xticks(range(len(names)), names)
-    ax.set_yticks(range(len(names)), names)
+    missing = ~np.isfinite(shown)
+    finite = shown[~missing]
+    scale = {"vmin": 0.0, "vmax": 1.0}
+    if finite.size and log:
+        scale = {"norm": LogNorm(finite.min(), max(finite.max(), finite.min() * 10))}
+    elif finite.size:
+        scale = {}
+    labels = np.array([[format(v, fmt) if np.isfinite(v) else "" for v in row] for row in shown], dtype=object)
+    sns.heatmap(np.where(missing, 0.0, shown), mask=missing, annot=labels, fmt="", cmap="viridis",
+                cbar=bool(finite.size), ax=ax, xticklabels=names, yticklabels=names, annot_kws={"fontsize": 7},
+                cbar_kws={"fraction": 0.046, "pad": 0.04}, **scale)
+    for i, j in zip(*np.nonzero(missing)):
+        ax.text(j + 0.5, i + 0.5, P.NO_RUNS if not any_runs[i, j] else "no data", ha="center", va="center",
+                fontsize=7, color="0.4")
+    ax.set_title(title)
+    ax.grid(False)
     ax.set_xlabel("inference dtype")
     ax.set_ylabel("training dtype")
-
-
-def matplotlib_cmap(name: str):
-    """Return the matplotlib colormap called ``name``."""
-    import matplotlib
-
-    return matplotlib.colormaps[name]
 
 
 def build_ablation(data: FigureData, scale: str):

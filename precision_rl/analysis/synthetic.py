@@ -71,7 +71,7 @@ def run_records(steps: int, precision: str, rng: np.random.Generator, n_metrics:
     reward = reward_curve(steps, rng, collapse_at=collapse_at)
     base_diff = {"bf16": 0.004, "fp16": 0.0007, "fp32": 1e-6}[precision]
     base_kl = {"bf16": 1e-3, "fp16": 1e-5, "fp32": 1e-9}[precision]
-    prefix = M.BYPASS_PREFIX if bypass else ""
+    prefix = M.ACTOR_PREFIX if bypass else ""
     records = []
     for k in range(steps):
         step = k + 1

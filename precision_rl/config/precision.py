@@ -4,7 +4,7 @@ A run has a training dtype (the actor's compute dtype: FSDP ``mixed_precision.pa
 weights, or Megatron ``dtype``) and an inference dtype (the vLLM rollout ``dtype``). They agree unless an
 experiment asks otherwise (the precision ablation). Keys and accepted strings are those of verl 0.9.1
 (``verl/workers/engine/fsdp/transformer_impl.py``, ``verl/utils/torch_dtypes.py``, ``workers/config/rollout.py``);
-tests/test_verl_overrides.py proves them against verl's own Hydra config and config dataclasses.
+tests/launch/test_overrides.py proves them against verl's own Hydra config and config dataclasses.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import torch
 from precision_rl.errors import UserError
 
 PRECISIONS = ("fp16", "bf16", "fp32")
+MANTISSA_BITS = {"fp32": 23, "fp16": 10, "bf16": 7}  # explicit fraction bits: fewer bits, coarser rounding
 
 TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 VLLM_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
@@ -45,6 +46,11 @@ class PrecisionArm:
     def label(self) -> str:
         """Return the arm's name in run names and paths: ``fp16`` or ``train_bf16-infer_fp32``."""
         return self.train if self.train == self.infer else f"train_{self.train}-infer_{self.infer}"
+
+    @property
+    def coarsest(self) -> str:
+        """Return the arm's coarser precision (fewer mantissa bits): its rounding sets the train-infer mismatch."""
+        return min((self.train, self.infer), key=MANTISSA_BITS.__getitem__)
 
     @property
     def train_dtype(self) -> torch.dtype:

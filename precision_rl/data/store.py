@@ -7,16 +7,15 @@ import fcntl
 import hashlib
 import json
 import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from precision_rl.fileio import atomic_write_text, temp_beside
 from precision_rl.reward.templates import chat_prompt
 
 MANIFEST_NAME = "MANIFEST.json"
 ABILITY = "math"
-ROW_KEYS = ("data_source", "prompt", "ability", "reward_model", "extra_info")
 
 
 def dataset_dir(root: Path, name: str, template: str | None = None, default_template: str | None = None) -> Path:
@@ -49,22 +48,13 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _tmp_path(path: Path) -> Path:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; outputs are ordinary shared files
-    return Path(tmp)
-
-
 def write_parquet_tmp(rows: list[dict[str, Any]], path: Path) -> Path:
     """Write ``rows`` as parquet to a temporary file next to ``path``; return the temporary path (rename it)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_path(path)
+    tmp = temp_beside(path)
     try:
         pq.write_table(pa.Table.from_pylist(rows), tmp)
     except BaseException:
@@ -76,7 +66,7 @@ def write_parquet_tmp(rows: list[dict[str, Any]], path: Path) -> Path:
 def write_text_tmp(text: str, path: Path) -> Path:
     """Write ``text`` to a temporary file next to ``path``; return the temporary path (rename it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_path(path)
+    tmp = temp_beside(path)
     tmp.write_text(text)
     return tmp
 
@@ -123,6 +113,4 @@ def update_manifest(root: Path, key: str, entry: dict[str, Any]) -> None:
     with _locked(root):
         manifest = read_manifest(root)
         manifest[key] = {**entry, "built_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
-        tmp = write_text_tmp(json.dumps(dict(sorted(manifest.items())), indent=2, sort_keys=False) + "\n",
-                             root / MANIFEST_NAME)
-        os.replace(tmp, root / MANIFEST_NAME)
+        atomic_write_text(root / MANIFEST_NAME, json.dumps(dict(sorted(manifest.items())), indent=2) + "\n")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from precision_rl.config.precision import PrecisionArm
 from precision_rl.config.registry import ExperimentSpec
 from precision_rl.config.scale import ScaleDecision
+from precision_rl.console import render_table
 from precision_rl.launch import runs
 from precision_rl.launch.runner import RunOptions, execute, plan_run
 from precision_rl.paths import runs_root
@@ -72,12 +73,10 @@ def plan_grid(selected: list[tuple[ExperimentSpec, PrecisionArm]], scale: str,
 
 def describe(grid: list[GridRun]) -> str:
     """Return the grid as a table, one run a line, with a count of each action."""
-    from tabulate import tabulate
-
     rows = [[i + 1, g.name, g.action] for i, g in enumerate(grid)]
     counts = {a: sum(g.action == a for g in grid) for a in (START, RESUME, SKIP, BUSY)}
     summary = ", ".join(f"{n} to {a}" if a in (START, RESUME) else f"{n} {a}" for a, n in counts.items() if n)
-    return tabulate(rows, headers=["#", "run", "action"]) + f"\n{len(grid)} runs: {summary}"
+    return render_table(rows, ["#", "run", "action"]) + f"\n{len(grid)} runs: {summary}"
 
 
 def run_grid(grid: list[GridRun], decision: ScaleDecision, options: RunOptions) -> int:

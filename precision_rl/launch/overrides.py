@@ -78,7 +78,6 @@ MEGATRON_PARALLEL_KEYS = {
 }
 ALGORITHM_FIELDS = {f.name for f in dataclasses.fields(AlgorithmSettings)}
 VERL_DEFAULT_LR = 1e-6  # actor_rollout_ref.actor.optim.lr in verl 0.9.1's ppo_trainer and ppo_megatron_trainer
-RENDERED_BY_NAME = {"betas", "eps", "val_temperature", "lr_scheduler_type", "min_lr_ratio"} | set(MEGATRON_PARALLEL_KEYS)
 
 
 @dataclass(frozen=True)

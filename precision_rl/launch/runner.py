@@ -203,11 +203,14 @@ def _checkpoint_step(folder: Path) -> int:
     return int(folder.name.rsplit("_", 1)[-1])
 
 
-def check_composes(plan: RunPlan):
-    """Return verl 0.9.1's composed config of the plan's overrides; raise a UserError when verl rejects them."""
+def check_composes(plan: RunPlan) -> tuple:
+    """Return verl 0.9.1's composed config of the plan's overrides and verl's config dataclasses built from it.
+
+    Raise a UserError when verl rejects the overrides, or when the rollout cannot fit the run's GPUs.
+    """
     try:
         cfg = compose(config_name(plan.spec), plan.overrides)
-        to_dataclasses(cfg)
+        dataclasses = to_dataclasses(cfg)
     except Exception as exc:  # noqa: BLE001 - Hydra and verl raise many types; all mean a bad override
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"verl rejects the overrides of {plan.name}: {first}") from None
@@ -216,7 +219,7 @@ def check_composes(plan: RunPlan):
     if world % tp:  # verl asserts this only after Ray and the training engine have started
         raise UserError(f"{plan.name}: rollout tensor parallel size {tp} does not divide the {world} GPU(s) of the "
                         f"run (set hyper.rollout_tensor_parallel in {plan.spec.path} for scale {plan.decision.scale})")
-    return cfg
+    return cfg, dataclasses
 
 
 def platform_record(plan: RunPlan) -> dict:
@@ -316,7 +319,7 @@ def execute(plan: RunPlan) -> int:
         print(plan.command)
         return 0
     prepare(plan)
-    cfg = check_composes(plan)
+    cfg, _ = check_composes(plan)
     begin_attempt(plan)
     print(f"{plan.name}: {plan.decision.scale} scale, run directory {plan.run_dir}", file=sys.stderr)
     started = time.time()

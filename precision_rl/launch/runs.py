@@ -23,6 +23,7 @@ from typing import Any
 
 from precision_rl import __version__
 from precision_rl.errors import UserError
+from precision_rl.fileio import atomic_write_json
 from precision_rl.paths import REPO_ROOT
 
 MANIFEST = "manifest.json"
@@ -109,12 +110,6 @@ def last_logged_step(run_dir: Path) -> int | None:
     return max(steps) if steps else None
 
 
-def _atomic_write_json(path: Path, doc: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n")
-    os.replace(tmp, path)
-
-
 def read_manifest(run_dir: Path) -> dict:
     """Return the run's manifest as a dict."""
     return json.loads((Path(run_dir) / MANIFEST).read_text())
@@ -123,7 +118,7 @@ def read_manifest(run_dir: Path) -> dict:
 def write_manifest(run_dir: Path, doc: dict) -> Path:
     """Write ``doc`` as the run's manifest (atomically) and return its path."""
     path = Path(run_dir) / MANIFEST
-    _atomic_write_json(path, doc)
+    atomic_write_json(path, doc)
     return path
 
 

@@ -7,17 +7,18 @@ pair and writes the numbers to ``results/bench/mismatch-<UTC time>.json``. Goal:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import sys
 import tempfile
 
+from precision_rl.console import render_table
+from precision_rl.fileio import atomic_write_json
 from precision_rl.launch.runs import hardware, utc_stamp
 from precision_rl.mismatch.config import MismatchConfig, default_model, parse_dtypes, parse_pairs
 from precision_rl.mismatch.outputs import read_pair
 from precision_rl.mismatch.run import run_mismatch
-from precision_rl.paths import REPO_ROOT
+from precision_rl.paths import BENCH_DIR
 
 
 def bench(cfg: MismatchConfig) -> list[dict]:
@@ -52,18 +53,12 @@ def main(argv: list[str] | None = None) -> int:
                          reference=False, name="bench")
     rows = bench(cfg)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    cols = list(rows[0])
-    print("\t".join(cols))
-    for r in rows:
-        print("\t".join(f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in cols))
+    print(render_table([list(r.values()) for r in rows], list(rows[0]), floatfmt=".4g"))
     print(f"peak RSS of the recompute process: {peak_mib:.0f} MiB")
-    out = REPO_ROOT / "results" / "bench" / f"mismatch-{utc_stamp()}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text(json.dumps({"config": {"model": cfg.model, "dtypes": dtypes, "n": cfg.n,
-                                          "num_prompts": cfg.num_prompts, "max_tokens": cfg.max_tokens},
-                               "rows": rows, "peak_rss_mib": peak_mib, "hardware": hardware()}, indent=2) + "\n")
-    os.replace(tmp, out)
+    out = atomic_write_json(BENCH_DIR / f"mismatch-{utc_stamp()}.json", {
+        "config": {"model": cfg.model, "dtypes": dtypes, "n": cfg.n, "num_prompts": cfg.num_prompts,
+                   "max_tokens": cfg.max_tokens},
+        "rows": rows, "peak_rss_mib": peak_mib, "hardware": hardware()})
     print(f"wrote {out}")
     return 0
 

@@ -7,15 +7,13 @@ An existing pair directory is never replaced silently: ``check_free`` refuses be
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import uuid
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from precision_rl.errors import UserError
+from precision_rl.fileio import atomic_dir, atomic_write_json
 from precision_rl.mismatch.recompute import Recompute
 from precision_rl.mismatch.sampling import Sample
 from precision_rl.paths import mismatch_root
@@ -53,32 +51,16 @@ def token_table(samples: list[Sample], rec: Recompute) -> pd.DataFrame:
     return frame
 
 
-def _write_json(path: Path, doc: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
-
-
 def write_pair(out_dir: Path, tokens: pd.DataFrame, sequences: pd.DataFrame, summary: dict, manifest: dict,
                overwrite: bool) -> Path:
     """Write one pair's directory atomically (built beside it, then renamed into place); return it."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     check_free([out_dir], overwrite)
-    tmp = out_dir.with_name(f".{out_dir.name}.{uuid.uuid4().hex}.tmp")
-    tmp.mkdir()
-    try:
+    with atomic_dir(out_dir) as tmp:
         tokens.to_parquet(tmp / TOKENS, index=False)
         sequences.to_parquet(tmp / SEQUENCES, index=False)
-        _write_json(tmp / SUMMARY, summary)
-        _write_json(tmp / MANIFEST, manifest)
-        old = out_dir.with_name(f".{out_dir.name}.{uuid.uuid4().hex}.old") if out_dir.exists() else None
-        if old is not None:
-            os.replace(out_dir, old)
-        os.replace(tmp, out_dir)
-        if old is not None:
-            shutil.rmtree(old)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        atomic_write_json(tmp / SUMMARY, summary)
+        atomic_write_json(tmp / MANIFEST, manifest)
     return out_dir
 
 
@@ -86,7 +68,7 @@ def update_summary(out_dir: Path, **fields) -> dict:
     """Merge ``fields`` into a pair's summary.json (atomically) and return the new summary."""
     doc = json.loads((out_dir / SUMMARY).read_text())
     doc.update(fields)
-    _write_json(out_dir / SUMMARY, doc)
+    atomic_write_json(out_dir / SUMMARY, doc)
     return doc
 
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from precision_rl.fileio import atomic_dir
 from precision_rl.tiny.problems import make_problems, user_message
 
 EOS, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
@@ -89,17 +88,12 @@ def build_random_model(out_dir: Path, config: TinyModelConfig = TinyModelConfig(
     import torch
     from transformers import AutoModelForCausalLM
 
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(out_dir.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
     tokenizer = build_tokenizer(config)
     torch.manual_seed(config.seed)
     model = AutoModelForCausalLM.from_config(qwen2_config(config, tokenizer), dtype=torch.float32)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    (tmp / "tiny_config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2))
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
-    return out_dir
+    with atomic_dir(out_dir) as tmp:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "tiny_config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2))
+    return Path(out_dir)

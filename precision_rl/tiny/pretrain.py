@@ -9,14 +9,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import random
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from precision_rl.errors import UserError
+from precision_rl.fileio import atomic_dir
 from precision_rl.paths import cache_root
 from precision_rl.tiny.model import IM_END, TinyModelConfig, build_random_model
 from precision_rl.tiny.problems import make_problems, user_message
@@ -113,22 +112,17 @@ def build_tiny_model(out_dir: Path, config: PretrainConfig = PretrainConfig(), p
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    out_dir = Path(out_dir)
-    work = out_dir.with_name(out_dir.name + ".building")
-    shutil.rmtree(work, ignore_errors=True)
     started = time.time()
-    build_random_model(work, config.model)
-    tokenizer = AutoTokenizer.from_pretrained(work)
-    model = AutoModelForCausalLM.from_pretrained(work, dtype=torch.float32)
-    losses = sft(model, tokenizer, config, progress)
-    model.save_pretrained(work, safe_serialization=True)
-    (work / "pretrain.json").write_text(json.dumps({
-        "config": dataclasses.asdict(config), "key": config.key(), "final_loss": losses[-1],
-        "first_loss": losses[0], "seconds": round(time.time() - started, 1)}, indent=2))
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(work, out_dir)
-    return out_dir
+    with atomic_dir(out_dir) as work:
+        build_random_model(work, config.model)
+        tokenizer = AutoTokenizer.from_pretrained(work)
+        model = AutoModelForCausalLM.from_pretrained(work, dtype=torch.float32)
+        losses = sft(model, tokenizer, config, progress)
+        model.save_pretrained(work, safe_serialization=True)
+        (work / "pretrain.json").write_text(json.dumps({
+            "config": dataclasses.asdict(config), "key": config.key(), "final_loss": losses[-1],
+            "first_loss": losses[0], "seconds": round(time.time() - started, 1)}, indent=2))
+    return Path(out_dir)
 
 
 def ensure_tiny_model(config: PretrainConfig = PretrainConfig(), progress: bool = True) -> Path:

@@ -20,11 +20,10 @@ import functools
 import json
 import os
 
-from precision_rl.metrics import LOSS_SCALE, SKIPPED_STEPS
+from precision_rl.metrics import ACTOR_PREFIX, ENTROPY, LOSS_SCALE, SKIPPED_STEPS
 
 STATE_FILE = "precision_rl_state.json"  # written into verl's global_step_<N> checkpoint folder
 REPLAY_POLL_S = 0.05  # seconds between checks for a finished rollout batch
-_ACTOR_PREFIX = "actor/"
 
 
 @functools.cache
@@ -70,7 +69,7 @@ def trainer_class() -> type:
             data["entropy"] = response_from_nested(data.pop("entropy"), data["response_mask"])
             data = DataProto(batch=data.to_padded_tensor())
             actor = self.config.actor_rollout_ref.actor
-            metrics["actor/entropy"] = agg_loss(loss_mat=data.batch["entropy"], loss_mask=data.batch["response_mask"],
+            metrics[ENTROPY] = agg_loss(loss_mat=data.batch["entropy"], loss_mask=data.batch["response_mask"],
                                                 loss_agg_mode=actor.loss_agg_mode,
                                                 loss_scale_factor=actor.loss_scale_factor).detach().item()
             return data
@@ -94,8 +93,8 @@ def trainer_class() -> type:
 
         def _update_actor(self, batch, metrics: dict):
             batch = super()._update_actor(batch, metrics)
-            scale = metrics.pop(_ACTOR_PREFIX + LOSS_SCALE, None)
-            skipped = metrics.pop(_ACTOR_PREFIX + SKIPPED_STEPS, None)
+            scale = metrics.pop(ACTOR_PREFIX + LOSS_SCALE, None)
+            skipped = metrics.pop(ACTOR_PREFIX + SKIPPED_STEPS, None)
             if scale is not None:
                 metrics[LOSS_SCALE] = float(scale)
             if skipped is not None:

@@ -42,7 +42,7 @@ def root(tmp_path):
     write_run(root, "tiny", "sanity/gspo", "fp16", 1, [records(rising, 4e-3, 1e-3, extreme=0.5)], algorithm="gspo")
     write_run(root, "tiny", "sanity/gspo", "bf16", 1, [records(rising, 4e-3, 1e-3)], algorithm="gspo")
     # Bypass mode: KL under actor/, no probs_diff; not a sanity experiment (no reward rule).
-    write_run(root, "paper", "moe/pg_seq_tis", "fp16", 1, [records(rising, None, 1e-5, prefix=M.BYPASS_PREFIX)],
+    write_run(root, "paper", "moe/pg_seq_tis", "fp16", 1, [records(rising, None, 1e-5, prefix=M.ACTOR_PREFIX)],
               algorithm="pg_seq_tis")
     return root
 

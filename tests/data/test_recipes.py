@@ -79,7 +79,7 @@ def test_rerun_is_a_noop_and_overwrite_rebuilds(tmp_path):
     assert build("aime24", out, src, overwrite=True)[0].status == "built"
     assert read_rows(target)[0]["reward_model"]["ground_truth"] == "4"
     assert read_manifest(out)["aime24"]["files"]["test.parquet"]["sha256"] == sha256_file(target)
-    assert not [p for p in out.rglob("*") if p.name.endswith(".tmp")]
+    assert not [p for p in out.rglob("*") if ".tmp" in p.name]
 
 
 def test_other_templates_get_their_own_folder_and_the_launcher_finds_them(tmp_path):

@@ -9,15 +9,19 @@ from pathlib import Path
 import pytest
 import torch
 
+from precision_rl import paths
 from precision_rl.config import registry
 from precision_rl.config.algorithms import UNCAPPED
 from precision_rl.config.precision import PrecisionArm
+from precision_rl.config.scale import ScaleDecision
+from precision_rl.launch import runner
 from precision_rl.launch.overrides import RunContext, compose, config_name, to_dataclasses, verl_overrides
 from precision_rl.reward.templates import RAW_CHAT_TEMPLATE, get_template
 from precision_rl.verl_ext.rollout import stop_strings
 
 SPECS = registry.load_all("paper")
 ARMS = [(name, arm.label) for name, spec in SPECS.items() for arm in spec.arms]
+TINY = ScaleDecision("tiny", "tiny", "test")
 CTX = RunContext(run_name="t-run", seed=7, data_dir=Path("/data"), metrics_path=Path("/runs/r/metrics.jsonl"),
                  checkpoint_dir=Path("/runs/r/checkpoints"), gpus_per_node=8, nnodes=2)
 
@@ -90,7 +94,7 @@ def assert_algorithm_landed(spec, cfg, dc) -> None:
     assert cfg.actor_rollout_ref.rollout.calculate_log_probs is True
 
 
-def assert_hyper_landed(spec, cfg, dc) -> None:
+def assert_hyper_landed(spec, cfg, dc, seed: int = CTX.seed, metrics_path: Path = CTX.metrics_path) -> None:
     """Check the optimizer, loss and batch settings, building verl's own optimizer where it can run on CPU."""
     h, actor = spec.hyper, dc["actor"]
     if h.loss_agg_mode:
@@ -104,9 +108,9 @@ def assert_hyper_landed(spec, cfg, dc) -> None:
             assert getattr(actor, field) == pytest.approx(getattr(h, field))
     if h.train_batch_size:
         assert cfg.data.train_batch_size == h.train_batch_size
-    assert cfg.data.seed == CTX.seed and dc["rollout"].seed == CTX.seed
+    assert cfg.data.seed == seed and dc["rollout"].seed == seed
     assert cfg.trainer.logger == ["console", "file"]
-    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH == str(CTX.metrics_path)
+    assert cfg.ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH == str(metrics_path)
     if spec.backend == "fsdp":
         from verl.workers.config.optimizer import build_optimizer
 
@@ -171,14 +175,17 @@ def test_a_cosine_schedule_lands_on_either_backend(name):
     assert_schedule_landed(spec, dc["actor"].optim)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(registry.load_all("tiny")))
-def test_every_tiny_profile_composes_and_lands(name):
+def test_every_tiny_profile_composes_lands_and_fits_its_gpus(name, tmp_path, monkeypatch):
+    monkeypatch.setenv(paths.RUNS_ENV, str(tmp_path / "runs"))
+    monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "data"))
     spec = registry.load_experiment(name, "tiny")
     for arm in spec.arms:
-        cfg = compose(config_name(spec), verl_overrides(spec, arm, CTX))
-        dc = to_dataclasses(cfg)
+        plan = runner.plan_run(spec, arm, TINY, runner.RunOptions())
+        cfg, dc = runner.check_composes(plan)
         assert_precision_landed(spec, arm, cfg, dc)
-        assert_hyper_landed(spec, cfg, dc)
+        assert_hyper_landed(spec, cfg, dc, plan.options.seed, plan.metrics_path)
 
 
 @pytest.mark.parametrize("name,label", ARMS, ids=[f"{n}-{a}" for n, a in ARMS])

