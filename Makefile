@@ -66,11 +66,15 @@ lock: $(STAMP) ## Regenerate requirements/{cpu,verl,gpu}.lock from requirements/
 	$(VENV)/bin/uv pip compile requirements/verl.in --no-deps --python-version 3.11 $(LOCK_TARGET) -o requirements/verl.lock
 	$(VENV)/bin/uv pip compile requirements/gpu.in --python-version 3.12 $(LOCK_TARGET) -o requirements/gpu.lock
 
-test: $(STAMP) ## Run the test suite (CPU): the fast tier and the real verl runs of the slow tier
-	$(PY) -m pytest -q --durations=15 -m "not grid" tests
+# The fast tier runs on two pytest workers; the slow tier alone: its verl runs use both cores and check what they leave.
+FAST_TIER := $(PY) -m pytest -q -n 2 -m "not slow and not grid" tests
+
+test: $(STAMP) ## Run the test suite (CPU): the fast tier, then the real verl runs and vLLM engines of the slow tier
+	$(FAST_TIER)
+	$(PY) -m pytest -q --durations=15 -m "slow and not grid" tests
 
 test-fast: $(STAMP) ## Run the fast tier only (no vLLM engine, no verl run, no verl/vLLM subprocess probe): the edit-test loop
-	$(PY) -m pytest -q -m "not slow and not grid" tests
+	$(FAST_TIER)
 
 test-grid: $(STAMP) ## Run every registered experiment x arm through verl for 2 steps at tiny scale (~2 min each)
 	$(PY) -m pytest -q -m grid tests/verl_ext/test_verl_runs.py

@@ -334,7 +334,7 @@ def _heatmap(ax, values: np.ndarray, title: str, fmt: str, log: bool, any_runs: 
     sns.heatmap(np.where(missing, 0.0, shown), mask=missing, annot=labels, fmt="", cmap="viridis",
                 cbar=bool(finite.size), ax=ax, xticklabels=names, yticklabels=names, annot_kws={"fontsize": 7},
                 cbar_kws={"fraction": 0.046, "pad": 0.04}, **scale)
-    for i, j in zip(*np.nonzero(missing)):
+    for i, j in np.argwhere(missing):
         ax.text(j + 0.5, i + 0.5, P.NO_RUNS if not any_runs[i, j] else "no data", ha="center", va="center",
                 fontsize=7, color="0.4")
     ax.set_title(title)

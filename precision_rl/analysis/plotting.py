@@ -177,13 +177,20 @@ class OfflineMismatch:
     seq_kl: float
 
 
+def _dtype_panel(ax: plt.Axes, data: OfflineMismatch | None, dtype: str, title: str) -> str | None:
+    """Title a Fig. 5 panel of one dtype; return the dtype's colour, or None (panel marked empty) without data."""
+    ax.set_title(f"{title} ({PRECISION_NAMES.get(dtype, dtype)})")
+    if data is None or not len(data.lengths):
+        mark_empty(ax)
+        return None
+    return PRECISION_COLORS.get(dtype, "0.3")
+
+
 def draw_token_scatter(ax: plt.Axes, data: OfflineMismatch | None, dtype: str) -> None:
     """Draw Fig. 5's scatter of π against μ for one dtype with the dashed "no mismatch" diagonal."""
-    ax.set_title(f"Token Probability ({PRECISION_NAMES.get(dtype, dtype)})")
-    if data is None or not len(data.mu):
-        mark_empty(ax)
+    color = _dtype_panel(ax, data, dtype, "Token Probability")
+    if color is None:
         return
-    color = PRECISION_COLORS.get(dtype, "0.3")
     ax.scatter(data.mu, data.pi, s=2, alpha=0.35, color=color, linewidths=0, rasterized=True)
     ax.plot([0, 1], [0, 1], linestyle="--", color="0.2", linewidth=1, label="No mismatch (π=μ)")
     ax.set_xlim(0, 1)
@@ -195,11 +202,9 @@ def draw_token_scatter(ax: plt.Axes, data: OfflineMismatch | None, dtype: str) -
 
 def draw_seq_mismatch(ax: plt.Axes, data: OfflineMismatch | None, dtype: str) -> None:
     """Draw Fig. 5's per-sequence log(π/μ) against length (K tokens) with the least-squares line and a text box."""
-    ax.set_title(f"Seq mismatch v.s. Len ({PRECISION_NAMES.get(dtype, dtype)})")
-    if data is None or not len(data.lengths):
-        mark_empty(ax)
+    color = _dtype_panel(ax, data, dtype, "Seq mismatch v.s. Len")
+    if color is None:
         return
-    color = PRECISION_COLORS.get(dtype, "0.3")
     x = data.lengths / 1000.0
     ax.scatter(x, data.log_ratio, s=4, alpha=0.4, color=color, linewidths=0, rasterized=True)
     ax.axhline(0.0, linestyle="--", color="0.4", linewidth=1)
