@@ -158,7 +158,7 @@ bench-grader: $(STAMP) ## Measure the grader's throughput on the shared MATH500/
 	@$(PY) benchmarks/bench_grader.py
 
 # --- analysis: run logs -> tidy table -> figures, tables, checks ---
-.PHONY: collect figures tables check bench-analysis _analysis-always
+.PHONY: collect figures tables check publish bench-analysis _analysis-always
 RUNS_DIR ?= $(or $(PRECISION_RL_RUNS),runs)
 RESULTS ?= results
 FIG_DIR ?= paper_figures
@@ -177,7 +177,7 @@ PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/analysis/,plotting.py fig
 	precision_rl/config/registry.py \
 	$(wildcard experiments/*/*.yaml)
 # Every run file (resumed attempts included) and every offline mismatch result; absent folders are fine.
-RUN_FILES = $(shell find $(RUNS_DIR) -path '$(RUNS_DIR)/mismatch' -prune -o -type f \
+RUN_FILES = $(shell find $(RUNS_DIR) $(RESULTS)/logs -path '$(RUNS_DIR)/mismatch' -prune -o -type f \
 	\( -name 'metrics*.jsonl' -o -name manifest.json \) -print 2>/dev/null)
 MISMATCH_FILES = $(shell find $(RUNS_DIR)/mismatch -type f 2>/dev/null)
 
@@ -207,6 +207,9 @@ tables: $(METRICS_TABLE) | $(STAMP) ## Write results/summary.{csv,md}: peak/fina
 
 check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make check [RUN='sanity.grpo-fp16-s42 ...'] [SCALE=tiny]
 	$(PY) -m precision_rl check $(foreach r,$(CHECK_RUNS),'$(r)') --scale $(SCALE) --results $(RESULTS)
+
+publish: | $(STAMP) ## Copy finished runs' manifest + metrics into results/logs/ (committed; figures redraw from them on a clone): make publish [RUN='sanity/*']
+	$(PY) -m precision_rl publish $(foreach r,$(CHECK_RUNS),'$(r)')
 
 bench-analysis: | $(STAMP) ## Benchmark: 1,000,000 synthetic metric values -> table + every figure (goal <= 30 s)
 	$(PY) -m precision_rl bench-analysis

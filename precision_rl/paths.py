@@ -16,11 +16,14 @@ DOCS_DIR = REPO_ROOT / "docs"
 RESULTS_DIR = REPO_ROOT / "results"
 FIGURES_DIR = REPO_ROOT / "paper_figures"
 BENCH_DIR = RESULTS_DIR / "bench"
+# Committed copies of the logs (manifest and metrics) of the runs behind the committed figures, laid out as runs/.
+LOGS_DIR = RESULTS_DIR / "logs"
 
 DATA_ENV = "PRECISION_RL_DATA"
 RUNS_ENV = "PRECISION_RL_RUNS"
 CACHE_ENV = "PRECISION_RL_CACHE"
 SHARED_DATA_ENV = "PRECISION_RL_SHARED_DATA"
+LOGS_ENV = "PRECISION_RL_LOGS"
 
 MISMATCH_DIR = "mismatch"  # the offline mismatch tool's folder inside the runs root
 
@@ -33,6 +36,11 @@ def data_root() -> Path:
 def runs_root() -> Path:
     """Return the root of all run directories (``$PRECISION_RL_RUNS`` or ``<repo>/runs``)."""
     return Path(os.environ.get(RUNS_ENV, REPO_ROOT / "runs")).resolve()
+
+
+def logs_root() -> Path:
+    """Return the published run logs (``$PRECISION_RL_LOGS`` or ``<repo>/results/logs``)."""
+    return Path(os.environ.get(LOGS_ENV, LOGS_DIR)).resolve()
 
 
 def mismatch_root() -> Path:

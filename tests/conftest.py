@@ -4,6 +4,14 @@ from pathlib import Path
 
 import pytest
 
+from precision_rl import paths
+
+
+@pytest.fixture(autouse=True)
+def no_published_logs(tmp_path_factory, monkeypatch):
+    """Keep the repository's published logs (results/logs) out of every test's run tables."""
+    monkeypatch.setenv(paths.LOGS_ENV, str(tmp_path_factory.getbasetemp() / "no-published-logs"))
+
 
 @pytest.fixture(scope="session")
 def tiny_random_model(tmp_path_factory) -> Path:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from precision_rl.config.scale import SCALE_CHOICES, SCALES
-from precision_rl.paths import FIGURES_DIR, RESULTS_DIR, mismatch_root, runs_root
+from precision_rl.paths import FIGURES_DIR, RESULTS_DIR, logs_root, mismatch_root, runs_root
 
 
 def _table(args):
@@ -22,7 +22,7 @@ def _table(args):
         return logs.load_runs([Path(p) for p in args.runs])
     if (Path(args.results) / logs.METRICS_FILE).is_file():
         return logs.read_table(args.results)
-    print(f"note: no collected table in {args.results}; reading {runs_root()} directly", file=sys.stderr)
+    print(f"note: no collected table in {args.results}; reading {runs_root()} and {logs_root()} directly", file=sys.stderr)
     return logs.load_runs(None)
 
 
@@ -49,9 +49,7 @@ def cmd_collect(args) -> int:
     started = time.perf_counter()
     sources = list(args.paths)
     if args.root is not None or not sources:
-        root = args.root or runs_root()
-        if root.is_dir() and logs.find_run_dirs(root):
-            sources.insert(0, root)
+        sources[:0] = logs.run_dirs_under(args.root or runs_root())
     options = {k: getattr(args, k) for k in ("experiment", "precision", "seed") if getattr(args, k) is not None}
     table = logs.load_runs(sources, wandb_scale=args.wandb_scale, **options) if sources else logs.build_table([])
     written = logs.save_table(table, args.out, csv_too=not args.no_csv)
@@ -107,6 +105,32 @@ def cmd_check(args) -> int:
     return 1 if failed else 0
 
 
+def cmd_publish(args) -> int:
+    """Copy the logs of the finished runs matching ``args.run`` into results/logs/; return 0."""
+    from fnmatch import fnmatchcase
+
+    from precision_rl.analysis.logs import find_run_dirs, publish_problem, publish_runs
+    from precision_rl.errors import UserError
+    from precision_rl.launch import runs
+
+    root = args.root or runs_root()
+    chosen = []
+    for run_dir in find_run_dirs(root) if root.is_dir() else []:
+        manifest = runs.read_manifest(run_dir)
+        if args.run and not any(fnmatchcase(manifest["run_name"], p) or fnmatchcase(manifest["experiment"], p)
+                                for p in args.run):
+            continue
+        if problem := publish_problem(manifest):
+            print(f"skipped ({problem}): {run_dir}", file=sys.stderr)
+        else:
+            chosen.append(run_dir)
+    if not chosen:
+        raise UserError(f"no finished run under {root} matches {' '.join(args.run) or 'anything'}")
+    for target in publish_runs(chosen, args.out or logs_root()):
+        print(target)
+    return 0
+
+
 def cmd_bench_analysis(args) -> int:
     """Time the analysis path on a synthetic set; return 0."""
     from precision_rl.analysis.bench import run_benchmark
@@ -120,7 +144,7 @@ def add_parsers(sub) -> None:
     collect.add_argument("paths", nargs="*", type=Path,
                          help="run directories, folders of runs, or wandb CSV exports (default: the runs root)")
     collect.add_argument("--root", type=Path, help="the runs root to read when no paths are given "
-                         "(default: $PRECISION_RL_RUNS or runs/; absent means no runs)")
+                         "(default: $PRECISION_RL_RUNS or runs/, and the published logs in results/logs/)")
     collect.add_argument("--out", type=Path, default=RESULTS_DIR, help="output folder (default: results/)")
     collect.add_argument("--wandb-scale", default="paper", choices=SCALES,
                          help="scale of runs read from wandb CSVs (default: paper)")
@@ -154,6 +178,12 @@ def add_parsers(sub) -> None:
     check.add_argument("--scale", default="auto", choices=SCALE_CHOICES, help="only runs at this scale (auto: all)")
     _add_source(check)
     check.set_defaults(func=cmd_check)
+
+    publish = sub.add_parser("publish", help="copy finished runs' manifest and metrics into results/logs/ (committed)")
+    publish.add_argument("run", nargs="*", help="run names or experiment names, globs allowed (default: every run)")
+    publish.add_argument("--root", type=Path, help="the runs root (default: $PRECISION_RL_RUNS or runs/)")
+    publish.add_argument("--out", type=Path, help="where to publish (default: $PRECISION_RL_LOGS or results/logs/)")
+    publish.set_defaults(func=cmd_publish)
 
     bench = sub.add_parser("bench-analysis", help="time synthetic metric values -> tidy table -> every figure")
     bench.add_argument("--values", type=int, default=1_000_000, help="metric values to generate (default 1e6)")

@@ -8,6 +8,7 @@ per scale; a panel without runs says "no runs", one whose runs lack the metric s
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from precision_rl.config.precision import PrecisionArm
 from precision_rl.config.registry import ExperimentSpec, load_all
 from precision_rl.config.scale import SCALES
 from precision_rl.errors import UserError
+from precision_rl.fileio import atomic_write_json
+from precision_rl.paths import REPO_ROOT
 
 FAMILY_LABELS = {"sanity": "Sanity", "octothinker": "OctoThinker", "lora": "LoRA", "moe": "MoE",
                  "dense14b": "Dense-14B", "ablation": "Ablation"}
@@ -57,6 +60,8 @@ class FigureData:
     index: SeriesIndex = field(init=False)
     _specs: dict[str, dict[str, ExperimentSpec]] = field(default_factory=dict, init=False)
     _runs: dict[tuple, list[str]] = field(default_factory=dict, init=False)
+    _sources: dict[tuple[str, str], str] = field(default_factory=dict, init=False)
+    read: set[tuple[str, str]] = field(default_factory=set, init=False)  # (scale, run) pairs a figure drew from
 
     def __post_init__(self):
         self.index = SeriesIndex(self.table.metrics)
@@ -64,6 +69,7 @@ class FigureData:
         for row in runs.itertuples(index=False):
             key = (str(row.scale), str(row.experiment), str(row.precision_train), str(row.precision_infer))
             self._runs.setdefault(key, []).append(str(row.run))
+            self._sources[(str(row.scale), str(row.run))] = str(row.source)
 
     def specs(self, scale: str) -> dict[str, ExperimentSpec]:
         """Return the registry at ``scale`` (loaded once)."""
@@ -72,8 +78,18 @@ class FigureData:
         return self._specs[scale]
 
     def runs(self, scale: str, experiment: str, arm: PrecisionArm) -> list[str]:
-        """Return the names of the runs (one per seed) of ``experiment``'s ``arm`` at ``scale``."""
-        return self._runs.get((scale, experiment, arm.train, arm.infer), [])
+        """Return the names of the runs (one per seed) of ``experiment``'s ``arm`` at ``scale``; note them as read."""
+        names = self._runs.get((scale, experiment, arm.train, arm.infer), [])
+        self.read.update((scale, name) for name in names)
+        return names
+
+    def sources(self, pairs) -> list[str]:
+        """Return where the runs of ``pairs`` (scale, run) were read from, relative to the repository, sorted."""
+        out = []
+        for pair in pairs:
+            path = Path(self._sources.get(pair, pair[1]))
+            out.append(str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path))
+        return sorted(out)
 
     def curves(self, scale: str, runs: list[str], quantity: M.Quantity) -> list[pd.Series]:
         """Return ``quantity``'s series of each run that logged it."""
@@ -411,6 +427,9 @@ FIGURES: dict[str, Callable] = {
 }
 
 
+RUN_SOURCES = "runs.json"  # beside the figures of a scale: figure name -> the run directories it drew from
+
+
 def figure_path(out_dir: Path, scale: str, name: str) -> Path:
     """Return where figure ``name`` at ``scale`` is written: ``<out_dir>/<scale>/<name>.png`` (PDF beside it)."""
     return Path(out_dir) / scale / f"{name}.png"
@@ -427,9 +446,18 @@ def _check_known(names, scales) -> None:
 
 
 def draw_figure(data: FigureData, name: str, scale: str, png_path: Path) -> tuple[Path, Path]:
-    """Draw figure ``name`` at ``scale`` and save it as PNG and PDF; return both paths."""
+    """Draw figure ``name`` at ``scale`` and save it as PNG and PDF; return both paths.
+
+    The runs it drew from are recorded under the figure's name in ``runs.json`` beside it (RUN_SOURCES).
+    """
     _check_known([name], [scale])
-    return P.save_figure(FIGURES[name](data, scale), png_path)
+    data.read.clear()
+    written = P.save_figure(FIGURES[name](data, scale), png_path)
+    record = Path(png_path).with_name(RUN_SOURCES)
+    sources = json.loads(record.read_text()) if record.is_file() else {}
+    sources[name] = data.sources(data.read)
+    atomic_write_json(record, dict(sorted(sources.items())))
+    return written
 
 
 def draw_all(data: FigureData, out_dir: Path, scales=SCALES, names=None) -> list[Path]:

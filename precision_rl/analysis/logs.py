@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import warnings
 from pathlib import Path
 
@@ -29,10 +30,10 @@ from tqdm import tqdm
 from precision_rl.analysis.records import UNKNOWN, LogWarning, RunInfo, RunMetrics, RunTable
 from precision_rl.config.precision import PRECISIONS
 from precision_rl.errors import UserError
-from precision_rl.fileio import atomic_path
+from precision_rl.fileio import atomic_dir, atomic_path
 from precision_rl.launch import runs
 from precision_rl.metrics import is_known
-from precision_rl.paths import MISMATCH_DIR, runs_root
+from precision_rl.paths import MISMATCH_DIR, logs_root, runs_root
 
 try:  # orjson is ~5x faster than json; verl's own file logger writes with it
     from orjson import loads as _loads
@@ -141,6 +142,45 @@ def find_run_dirs(root: Path) -> list[Path]:
                   if MISMATCH_DIR not in p.relative_to(root).parts[:1])
 
 
+def default_run_dirs() -> list[Path]:
+    """Return the run directories under the runs root, then those published under results/logs (either may be absent)."""
+    return run_dirs_under(runs_root())
+
+
+def run_dirs_under(root: Path) -> list[Path]:
+    """Return the run directories under ``root`` (a runs root), then those of the published logs."""
+    return [d for r in (Path(root), logs_root()) if r.is_dir() for d in find_run_dirs(r)]
+
+
+def publish_problem(manifest: dict) -> str | None:
+    """Return why a run may not be published (unfinished, or not the experiment as registered), or None."""
+    status = runs.effective_status(manifest)
+    if status != runs.FINISHED:
+        return f"{status}, not finished"
+    if manifest.get("extra_overrides"):
+        return f"run with extra overrides {' '.join(manifest['extra_overrides'])}, not the registered experiment"
+    return None
+
+
+def publish_runs(run_dirs: list[Path], dest: Path) -> list[Path]:
+    """Copy each run's manifest and metrics files into ``dest`` (the same relative layout); return the copies.
+
+    Only finished runs of an experiment as registered are published. A run published before is replaced by its
+    current logs (a resumed run's logs grow).
+    """
+    out = []
+    for run_dir in map(Path, run_dirs):
+        manifest = runs.read_manifest(run_dir)
+        if problem := publish_problem(manifest):
+            raise UserError(f"{run_dir} is not published: {problem}")
+        target = dest / manifest["scale"] / manifest["experiment"] / run_dir.parent.name / run_dir.name
+        with atomic_dir(target) as tmp:
+            for path in [run_dir / runs.MANIFEST, *runs.attempt_files(run_dir)]:
+                shutil.copy2(path, tmp / path.name)
+        out.append(target)
+    return out
+
+
 # --------------------------------------------------------------------------------------------- the table
 
 def _to_floats(values: list, names: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
@@ -171,6 +211,8 @@ def _dedupe_runs(loaded: list[RunMetrics]) -> list[RunMetrics]:
     chosen: dict[tuple[str, str], RunMetrics] = {}
     for item in loaded:
         key = (item.info.scale, item.info.run)
+        if key in chosen and chosen[key].info.created == item.info.created:
+            continue  # the same run twice: a published copy (results/logs) beside its run directory
         if key in chosen:
             old = chosen[key]
             newer, older = (item, old) if item.info.created >= old.info.created else (old, item)
@@ -240,15 +282,14 @@ def empty_metrics() -> pd.DataFrame:
 
 def load_runs(paths: list[Path] | None = None, wandb_scale: str = "paper", progress: bool | None = None,
               **wandb_options) -> RunTable:
-    """Return the tidy table of every run under ``paths`` (default: the runs root; absent means no runs).
+    """Return the tidy table of every run under ``paths`` (default: the runs root and the published logs).
 
     A path may be a run directory, a folder of run directories (searched recursively) or a wandb ``.csv``
     export (read at ``wandb_scale``; ``wandb_options`` name a run that does not follow our naming).
     """
     sources: list[Path | tuple[str, Path]] = []
     if paths is None:
-        root = runs_root()
-        sources = find_run_dirs(root) if root.is_dir() else []
+        sources = default_run_dirs()
     else:
         for path in map(Path, paths):
             if path.is_file() and path.suffix.lower() == ".csv":

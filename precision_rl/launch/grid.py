@@ -20,7 +20,6 @@ from precision_rl.launch import runs
 from precision_rl.launch.runner import RunOptions, execute, plan_run
 from precision_rl.paths import runs_root
 
-FINISHED = "finished"
 # What the grid does with a run, by the state of its newest directory.
 SKIP, RESUME, START, BUSY = "skip (finished)", "resume", "start", "skip (running elsewhere)"
 
@@ -61,7 +60,7 @@ def action_for(scale: str, spec: ExperimentSpec, arm: PrecisionArm, seed: int, e
         return BUSY
     if not _same_configuration(manifest, spec, extra):
         return START
-    return SKIP if status == FINISHED else RESUME
+    return SKIP if status == runs.FINISHED else RESUME
 
 
 def plan_grid(selected: list[tuple[ExperimentSpec, PrecisionArm]], scale: str,

@@ -339,7 +339,7 @@ def execute(plan: RunPlan) -> int:
     finish_attempt(plan, outcome.status, outcome.exit_code, reason=outcome.reason,
                    peak_memory_gib=outcome.peak_memory_gib, wall_s=round(time.time() - started, 1),
                    cleanup=outcome.leftovers_removed)
-    if outcome.status != "finished":
+    if outcome.status != runs.FINISHED:
         print(f"error: {plan.name} failed ({plan.run_dir}): {outcome.reason}", file=sys.stderr)
         return outcome.exit_code if outcome.exit_code and outcome.exit_code > 0 else 1
     print(f"{plan.name}: finished in {time.time() - started:.0f} s ({outcome.steps_logged} metric lines); "

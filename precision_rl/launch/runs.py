@@ -138,6 +138,7 @@ def update_attempt(run_dir: Path, attempt: int, **fields: Any) -> dict:
 # its guardian when the launcher died). DIED is never written: readers derive it for an attempt still marked running
 # whose launcher process is gone (both launcher and guardian were killed).
 RUNNING = "running"
+FINISHED = "finished"
 DIED = "died"
 
 

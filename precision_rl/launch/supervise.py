@@ -23,6 +23,8 @@ from pathlib import Path
 
 import psutil
 
+from precision_rl.launch.runs import FINISHED
+
 SHM_DIR = Path("/dev/shm")
 POLL_S = 1.0
 GUARDIAN_DONE = b"done"  # the line that tells the guardian the launcher cleaned up itself
@@ -335,7 +337,7 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
         _release_guardian(guardian)
         log.close()
     if status is None:
-        status = "finished" if code == 0 else "failed"
+        status = FINISHED if code == 0 else "failed"
         if code != 0:
             reason = failing_line(tail) or f"verl exited with code {code}"
     outcome = Outcome(status, code, reason, round(peak, 2) if peak else None, progress.lines,

@@ -28,6 +28,12 @@ CHAT_TEMPLATE = (
 )
 
 
+def config_key(config) -> str:
+    """Return a short hash of a configuration dataclass's values: the name of what it builds in the cache."""
+    blob = json.dumps(dataclasses.asdict(config), sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]
+
+
 @dataclass(frozen=True)
 class TinyModelConfig:
     """Architecture and tokenizer of the tiny model (the cache key)."""
@@ -45,8 +51,7 @@ class TinyModelConfig:
 
     def key(self) -> str:
         """Return a short hash identifying this configuration."""
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:12]
+        return config_key(self)
 
 
 def build_tokenizer(config: TinyModelConfig):

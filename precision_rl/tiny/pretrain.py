@@ -17,7 +17,7 @@ from pathlib import Path
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_dir
 from precision_rl.paths import cache_root
-from precision_rl.tiny.model import IM_END, TinyModelConfig, build_random_model
+from precision_rl.tiny.model import IM_END, TinyModelConfig, build_random_model, config_key
 from precision_rl.tiny.problems import make_problems, user_message
 
 TINY_MODEL_ALIAS = "tiny"
@@ -39,10 +39,7 @@ class PretrainConfig:
 
     def key(self) -> str:
         """Return a short hash identifying this recipe and its model configuration."""
-        import hashlib
-
-        blob = json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
-        return hashlib.sha256(blob).hexdigest()[:12]
+        return config_key(self)
 
 
 def model_dir(config: PretrainConfig = PretrainConfig()) -> Path:

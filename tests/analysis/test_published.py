@@ -1,0 +1,70 @@
+"""Committed figures are drawn from committed logs: publishing a run copies its logs, and every committed figure names
+run directories that exist under results/logs."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from precision_rl import paths
+from precision_rl.analysis.figures import RUN_SOURCES, FigureData, draw_figure
+from precision_rl.analysis.logs import load_runs, publish_runs, run_dirs_under
+from precision_rl.analysis.synthetic import run_records, write_run
+from precision_rl.config.scale import SCALES
+from precision_rl.errors import UserError
+from precision_rl.launch import runs
+
+
+def test_every_committed_figure_names_only_published_runs():
+    for scale in SCALES:
+        figures = sorted((paths.FIGURES_DIR / scale).glob("*.png"))
+        record = paths.FIGURES_DIR / scale / RUN_SOURCES
+        assert record.is_file(), f"{record} is missing: redraw with `make figures`"
+        sources = json.loads(record.read_text())
+        assert sorted(sources) == sorted(f.stem for f in figures)
+        for figure, dirs in sources.items():
+            for rel in dirs:
+                run_dir = paths.REPO_ROOT / rel
+                assert run_dir.is_relative_to(paths.LOGS_DIR), f"{scale}/{figure} drew from unpublished {rel}"
+                assert (run_dir / runs.MANIFEST).is_file() and runs.attempt_files(run_dir), rel
+
+
+@pytest.fixture
+def finished_and_interrupted(tmp_path):
+    rng = np.random.default_rng(0)
+    root = tmp_path / "runs"
+    done = write_run(root, "tiny", "sanity/grpo", "fp16", 1, [run_records(5, "fp16", rng), run_records(3, "fp16", rng)])
+    cut = write_run(root, "tiny", "sanity/grpo", "bf16", 1, [run_records(5, "bf16", rng)], status="interrupted")
+    return root, done, cut
+
+
+def test_publishing_copies_the_logs_and_the_copy_reads_as_the_run(finished_and_interrupted, tmp_path, monkeypatch):
+    root, done, cut = finished_and_interrupted
+    rng = np.random.default_rng(1)
+    published = tmp_path / "logs"
+    monkeypatch.setenv(paths.LOGS_ENV, str(published))
+    (copy,) = publish_runs([done], published)
+    assert sorted(p.name for p in copy.iterdir()) == sorted(p.name for p in [done / runs.MANIFEST, *runs.attempt_files(done)])
+    assert copy.relative_to(published) == done.relative_to(root)
+    with pytest.raises(UserError, match="not finished"):
+        publish_runs([cut], published)
+    tuned = write_run(root, "tiny", "sanity/grpo", "fp16", 2, [run_records(2, "fp16", rng)],
+                      manifest={"extra_overrides": ["actor_rollout_ref.actor.optim.lr=2e-4"]})
+    with pytest.raises(UserError, match="not the registered experiment"):
+        publish_runs([tuned], published)
+    shutil.rmtree(tuned)
+    both = load_runs(run_dirs_under(root))  # a run and its published copy count once, silently
+    assert len(both.runs) == 2
+    shutil.rmtree(root)
+    alone = load_runs(run_dirs_under(root))
+    assert list(alone.runs["run"]) == ["sanity.grpo-fp16-s1"]
+    assert len(alone.metrics) == len(load_runs([copy]).metrics) > 0
+
+
+def test_a_figure_records_the_runs_it_drew_from(finished_and_interrupted, tmp_path):
+    root, done, _ = finished_and_interrupted
+    data = FigureData(load_runs([root]), tmp_path / "no-mismatch")
+    png, _ = draw_figure(data, "fig1_training_reward", "tiny", tmp_path / "fig" / "fig1_training_reward.png")
+    recorded = json.loads((png.parent / RUN_SOURCES).read_text())["fig1_training_reward"]
+    assert sorted(recorded) == sorted(str(p) for p in root.glob("tiny/sanity/grpo/*/s1-*"))
