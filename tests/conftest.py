@@ -7,10 +7,12 @@ import pytest
 from precision_rl import paths
 
 
-@pytest.fixture(autouse=True)
-def no_published_logs(tmp_path_factory, monkeypatch):
+@pytest.fixture(autouse=True, scope="session")
+def no_published_logs(tmp_path_factory):
     """Keep the repository's published logs (results/logs) out of every test's run tables."""
-    monkeypatch.setenv(paths.LOGS_ENV, str(tmp_path_factory.getbasetemp() / "no-published-logs"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(paths.LOGS_ENV, str(tmp_path_factory.getbasetemp() / "no-published-logs"))
+        yield
 
 
 @pytest.fixture(scope="session")
