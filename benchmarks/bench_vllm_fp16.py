@@ -20,7 +20,7 @@ from bench_tiny import machine  # this folder is on sys.path when a benchmark ru
 from precision_rl.console import render_table
 from precision_rl.fileio import atomic_write_json
 from precision_rl.launch.runs import utc_stamp
-from precision_rl.paths import BENCH_DIR, REPO_ROOT
+from precision_rl.paths import BENCH_DIR, REPO_ROOT, VLLM_TEMP_ENV
 
 CONFIGS = (("bfloat16", "vllm"), ("float16", "vllm"), ("float16", "emulated"))
 PROMPTS, TOKENS = 96, 64
@@ -62,8 +62,9 @@ def main() -> int:
         model = str(build_random_model(Path(tmp) / "model"))
         rows = []
         for dtype, gemm in CONFIGS:
+            env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **dict.fromkeys(VLLM_TEMP_ENV, tmp))
             out = subprocess.run([sys.executable, __file__, "--one", model, dtype, gemm], capture_output=True,
-                                 text=True, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+                                 text=True, env=env)
             if out.returncode != 0:
                 last = (out.stderr.strip().splitlines() or ["no output"])[-1]
                 print(f"bench-vllm-fp16: {dtype} with {gemm} GEMMs failed: {last}", file=sys.stderr)

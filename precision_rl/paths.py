@@ -63,6 +63,11 @@ def shared_data_dir() -> Path:
     return Path(os.environ.get(SHARED_DATA_ENV, REPO_ROOT.parent / "shared" / "data" / "precision-rl")).resolve()
 
 
+# A vLLM engine in a process of its own keeps what it leaves (ipc sockets, ``network_utils.py:175``; the
+# ``vllm_dist_*`` file-store rendezvous, ``network_utils.py:154``) in one folder when both point there.
+VLLM_TEMP_ENV = ("VLLM_RPC_BASE_PATH", "TMPDIR")
+
+
 @contextmanager
 def vllm_socket_dir() -> Iterator[Path]:
     """Give an in-process vLLM engine a socket folder of its own for the block, then remove it; yield the folder.
