@@ -116,9 +116,12 @@ def cmd_publish(args) -> int:
     root = args.root or runs_root()
     chosen = []
     for run_dir in find_run_dirs(root) if root.is_dir() else []:
-        manifest = runs.read_manifest(run_dir)
-        if args.run and not any(fnmatchcase(manifest["run_name"], p) or fnmatchcase(manifest["experiment"], p)
-                                for p in args.run):
+        try:
+            manifest = runs.read_manifest(run_dir)
+            names = (str(manifest["run_name"]), str(manifest["experiment"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise UserError(f"{run_dir / runs.MANIFEST}: not a run manifest ({exc})") from None
+        if args.run and not any(fnmatchcase(name, p) for name in names for p in args.run):
             continue
         if problem := publish_problem(manifest):
             print(f"skipped ({problem}): {run_dir}", file=sys.stderr)
