@@ -153,7 +153,7 @@ def cmd_tiny_model(args) -> int:
     meta = json.loads((path / "pretrain.json").read_text())
     print(f"tiny model: {path} (SFT loss {meta['first_loss']:.2f} -> {meta['final_loss']:.2f}, {meta['seconds']} s)")
     if args.data:
-        train, val = ensure_datasets(path)
+        train, val = ensure_datasets(path, refilter=args.refilter)
         print(f"tiny sanity set: {train}\ntiny validation set: {val[0]}")
     return 0
 
@@ -180,6 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     mismatch_run.add_parser(sub)
     tiny = sub.add_parser("tiny-model", help="build the cached tiny model (and with --data its sanity set)")
     tiny.add_argument("--data", action="store_true", help="also build the tiny sanity and validation sets")
+    tiny.add_argument("--refilter", action="store_true",
+                      help="with --data: draw the sanity set again through the vLLM filter and rewrite the committed "
+                           "selection (precision_rl/tiny/sanity_selection.json)")
     tiny.set_defaults(func=cmd_tiny_model)
     analysis_commands.add_parsers(sub)
     return parser
