@@ -15,6 +15,7 @@ import pandas as pd
 from precision_rl import metrics as M
 from precision_rl.config.precision import parse_arm
 from precision_rl.launch import runs
+from precision_rl.mismatch.layout import SEQUENCES, SUMMARY, TOKENS
 
 
 def write_run(root: Path, scale: str, experiment: str, precision: str, seed: int, attempts: list,
@@ -121,8 +122,8 @@ def write_mismatch_result(root: Path, model: str, train: str, infer: str, rng: n
                          "log_ratio": float(np.sum(logp_train - logp_infer))})
     tokens = pd.concat(token_frames, ignore_index=True)
     seqs = pd.DataFrame(seq_rows)
-    tokens.to_parquet(out / "tokens.parquet", index=False)
-    seqs.to_parquet(out / "sequences.parquet", index=False)
+    tokens.to_parquet(out / TOKENS, index=False)
+    seqs.to_parquet(out / SEQUENCES, index=False)
     slope = float(np.polyfit(seqs["length"] / 1000.0, seqs["log_ratio"], 1)[0])
     diff = np.exp(tokens["logp_train"]) - np.exp(tokens["logp_infer"])
     summary = {"train_dtype": train, "infer_dtype": infer, "n_sequences": int(len(seqs)), "n_tokens": int(len(tokens)),
@@ -132,5 +133,5 @@ def write_mismatch_result(root: Path, model: str, train: str, infer: str, rng: n
                "seq_kl": float(-seqs["log_ratio"].mean()), "slope_per_1k": slope, "frac_equal": 0.0}
     if scale:
         summary["scale"] = scale
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    (out / SUMMARY).write_text(json.dumps(summary, indent=2))
     return out

@@ -14,11 +14,10 @@ import pandas as pd
 
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_dir, atomic_write_json
+from precision_rl.mismatch.layout import MANIFEST, SEQUENCES, SUMMARY, TOKENS
 from precision_rl.mismatch.recompute import Recompute
 from precision_rl.mismatch.sampling import Sample
 from precision_rl.paths import mismatch_root
-
-TOKENS, SEQUENCES, SUMMARY, MANIFEST = "tokens.parquet", "sequences.parquet", "summary.json", "manifest.json"
 
 
 def model_root(slug: str) -> Path:
