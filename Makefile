@@ -130,8 +130,8 @@ grid: $(STAMP) ## Every experiment x arm x seed without a finished run, resumabl
 eval-precision: $(STAMP) ## R1-Distill-1.5B evaluated with BF16 vs FP16 inference, no RL, 8K and 32K budgets (Table 2)
 	@$(LAUNCH) 'eval/*' $(if $(PRECISION),--precision $(PRECISION))
 
-tiny-model: $(STAMP) ## Build the cached tiny model (SFT on generated arithmetic) and its tiny sanity set
-	@$(PY) -m precision_rl tiny-model --data
+tiny-model: $(STAMP) ## Build the cached tiny model (SFT on generated arithmetic) and its tiny sanity set [REFILTER=1: draw a new problem selection]
+	@$(PY) -m precision_rl tiny-model --data $(if $(REFILTER),--refilter)
 
 bench: bench-tiny bench-vllm-fp16 bench-analysis bench-mismatch bench-grader ## Run every benchmark (tiny RL, vLLM fp16, analysis, mismatch, grader)
 
@@ -158,7 +158,7 @@ bench-grader: $(STAMP) ## Measure the grader's throughput on the shared MATH500/
 	@$(PY) benchmarks/bench_grader.py
 
 # --- analysis: run logs -> tidy table -> figures, tables, checks ---
-.PHONY: collect figures tables check publish bench-analysis _analysis-always
+.PHONY: collect figures tables check publish publish-mismatch bench-analysis _analysis-always
 RUNS_DIR ?= $(or $(PRECISION_RL_RUNS),runs)
 RESULTS ?= results
 FIG_DIR ?= paper_figures
@@ -169,17 +169,18 @@ RUN ?=
 CHECK_RUNS = $(RUN)
 METRICS_TABLE := $(RESULTS)/metrics.parquet
 FIGURES := fig1_training_reward fig2_eval_accuracy fig3_mismatch_dynamics fig4_fp16_algorithms \
-	fig5_offline_mismatch ablation_precision ablation_fork_changes
+	fig5_offline_mismatch ablation_precision ablation_fork_changes effect_mismatch_scaling
 FIG_SCALES := paper tiny
 ANALYSIS_CODE := $(addprefix precision_rl/,metrics.py fileio.py paths.py cli.py launch/runs.py) \
 	$(addprefix precision_rl/analysis/,logs.py series.py commands.py wandb_csv.py)
-PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/analysis/,plotting.py figures.py mismatch_results.py) \
+PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/analysis/,plotting.py figures.py mismatch_results.py mismatch_scaling.py) \
 	precision_rl/config/registry.py \
 	$(wildcard experiments/*/*.yaml)
 # Every run file (resumed attempts included) and every offline mismatch result; absent folders are fine.
 RUN_FILES = $(shell find $(RUNS_DIR) $(RESULTS)/logs -path '$(RUNS_DIR)/mismatch' -prune -o -type f \
 	\( -name 'metrics*.jsonl' -o -name manifest.json \) -print 2>/dev/null)
-MISMATCH_FILES = $(shell find $(RUNS_DIR)/mismatch -type f 2>/dev/null)
+MISMATCH_DIRS = $(RUNS_DIR)/mismatch $(RESULTS)/logs/mismatch
+MISMATCH_FILES = $(shell find $(MISMATCH_DIRS) -type f 2>/dev/null)
 
 # The list of run files, rewritten only when it changes, so that a deleted run also refreshes the table.
 $(RESULTS)/runs.index: _analysis-always
@@ -195,12 +196,12 @@ collect: $(METRICS_TABLE) ## Collect run logs into results/metrics.{parquet,csv}
 # One file target per figure and scale: `make paper_figures/tiny/fig1_training_reward.png` (the PDF is written beside it).
 define FIGURE_RULE
 $(FIG_DIR)/%/$(1).png: $(METRICS_TABLE) $(PLOT_CODE) $(MISMATCH_FILES) | $(STAMP)
-	$$(PY) -m precision_rl figure $(1) --scale $$* --results $(RESULTS) --mismatch $(RUNS_DIR)/mismatch --out $$@
+	$$(PY) -m precision_rl figure $(1) --scale $$* --results $(RESULTS) --mismatch $(MISMATCH_DIRS) --out $$@
 endef
 $(foreach f,$(FIGURES),$(eval $(call FIGURE_RULE,$(f))))
 
 figures: $(METRICS_TABLE) | $(STAMP) ## Redraw every figure at both scales into paper_figures/<scale>/ (PNG + PDF, local files only)
-	$(PY) -m precision_rl figures --results $(RESULTS) --mismatch $(RUNS_DIR)/mismatch --out $(FIG_DIR)
+	$(PY) -m precision_rl figures --results $(RESULTS) --mismatch $(MISMATCH_DIRS) --out $(FIG_DIR)
 
 tables: $(METRICS_TABLE) | $(STAMP) ## Write results/summary.{csv,md}: peak/final reward, collapse step, accuracy, mismatch per run
 	$(PY) -m precision_rl tables --results $(RESULTS)
@@ -210,6 +211,9 @@ check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make chec
 
 publish: | $(STAMP) ## Copy finished runs' manifest + metrics into results/logs/ (committed; figures redraw from them on a clone): make publish [RUN='sanity/*']
 	$(PY) -m precision_rl publish $(foreach r,$(CHECK_RUNS),'$(r)')
+
+publish-mismatch: | $(STAMP) ## Copy offline mismatch results (self pairs, tables as CSV) into results/logs/mismatch/: make publish-mismatch [RESULT='<model folder> ...']
+	$(PY) -m precision_rl publish-mismatch $(RESULT)
 
 bench-analysis: | $(STAMP) ## Benchmark: 1,000,000 synthetic metric values -> table + every figure (goal <= 30 s)
 	$(PY) -m precision_rl bench-analysis
@@ -225,12 +229,19 @@ PAIRS ?= self
 MISMATCH_FLAGS = --dtypes '$(DTYPES)' --pairs '$(PAIRS)' $(if $(MODEL),--model '$(MODEL)') \
 	$(if $(DATA),--data '$(DATA)') $(if $(N),--n $(N)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS)) \
 	$(if $(filter 1 true yes,$(OVERWRITE)),--overwrite)
-.PHONY: mismatch bench-mismatch
+.PHONY: mismatch mismatch-length mismatch-width bench-mismatch
 
 mismatch: $(STAMP) ## Offline mismatch (Fig. 5): vLLM mu vs HF pi per dtype -> runs/mismatch/<model>/<train>-<infer>/
 	@out=$$(VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl mismatch $(MISMATCH_FLAGS)) && \
 	read -r scale dir <<< "$$out" && echo "mismatch results ($$scale scale): $$dir" && \
 	$(PY) -m precision_rl figure fig5_offline_mismatch --scale "$$scale" --mismatch "$$(dirname "$$dir")"
+
+mismatch-length: $(STAMP) ## Effect study: the tiny model's mismatch forced to 448-token responses (--ignore-eos) -> runs/mismatch/tiny-forced448/
+	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl mismatch --dtypes 'bf16 fp16' \
+		--ignore-eos --max-tokens 448 --name tiny-forced448
+
+mismatch-width: $(STAMP) ## Effect study: mismatch of tiny models 128/256/384 wide (each SFT-built, cached) -> runs/mismatch/tiny-w<width>/
+	$(PY) -m precision_rl.mismatch.width
 
 bench-mismatch: $(STAMP) ## Benchmark the mismatch tool: generation vs recompute time and tokens/s per dtype
 	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl.mismatch.bench --dtypes '$(DTYPES)' \

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from precision_rl.config.scale import SCALE_CHOICES, SCALES
-from precision_rl.paths import FIGURES_DIR, RESULTS_DIR, logs_root, mismatch_root, runs_root
+from precision_rl.paths import FIGURES_DIR, MISMATCH_DIR, RESULTS_DIR, logs_root, mismatch_root, runs_root
 
 
 def _table(args):
@@ -27,10 +27,10 @@ def _table(args):
 
 
 def _figure_data(args):
-    """Return the FigureData of ``args``: the run table and the offline mismatch folder."""
+    """Return the FigureData of ``args``: the run table and the offline mismatch folders."""
     from precision_rl.analysis.figures import FigureData
 
-    return FigureData(_table(args), args.mismatch or mismatch_root())
+    return FigureData(_table(args), args.mismatch or (mismatch_root(), logs_root() / MISMATCH_DIR))
 
 
 def _add_source(parser: argparse.ArgumentParser, mismatch: bool = False) -> None:
@@ -39,7 +39,9 @@ def _add_source(parser: argparse.ArgumentParser, mismatch: bool = False) -> None
     parser.add_argument("--runs", nargs="+", metavar="PATH",
                         help="read these run directories / wandb CSVs instead of the collected table")
     if mismatch:
-        parser.add_argument("--mismatch", type=Path, help="offline mismatch results (default: <runs root>/mismatch)")
+        parser.add_argument("--mismatch", type=Path, nargs="+",
+                            help="offline mismatch result folders, the first drawn where two hold the same result "
+                                 "(default: <runs root>/mismatch and the published results/logs/mismatch)")
 
 
 def cmd_collect(args) -> int:
@@ -134,6 +136,15 @@ def cmd_publish(args) -> int:
     return 0
 
 
+def cmd_publish_mismatch(args) -> int:
+    """Copy offline mismatch results (the self pairs, tables as CSV) into results/logs/mismatch/; return 0."""
+    from precision_rl.analysis.mismatch_results import publish_mismatch
+
+    for target in publish_mismatch(args.root or mismatch_root(), args.out or logs_root() / MISMATCH_DIR, args.model):
+        print(target)
+    return 0
+
+
 def cmd_bench_analysis(args) -> int:
     """Time the analysis path on a synthetic set; return 0."""
     from precision_rl.analysis.bench import run_benchmark
@@ -187,6 +198,12 @@ def add_parsers(sub) -> None:
     publish.add_argument("--root", type=Path, help="the runs root (default: $PRECISION_RL_RUNS or runs/)")
     publish.add_argument("--out", type=Path, help="where to publish (default: $PRECISION_RL_LOGS or results/logs/)")
     publish.set_defaults(func=cmd_publish)
+    publish_mm = sub.add_parser("publish-mismatch", help="copy offline mismatch results into results/logs/mismatch/ "
+                                                         "(committed; self pairs, tables as CSV)")
+    publish_mm.add_argument("model", nargs="*", help="model folder names under the mismatch root (default: all)")
+    publish_mm.add_argument("--root", type=Path, help="the mismatch results (default: <runs root>/mismatch)")
+    publish_mm.add_argument("--out", type=Path, help="where to publish (default: <published logs>/mismatch)")
+    publish_mm.set_defaults(func=cmd_publish_mismatch)
 
     bench = sub.add_parser("bench-analysis", help="time synthetic metric values -> tidy table -> every figure")
     bench.add_argument("--values", type=int, default=1_000_000, help="metric values to generate (default 1e6)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,7 +21,14 @@ from tqdm import tqdm
 from precision_rl import metrics as M
 from precision_rl.analysis import plotting as P
 from precision_rl.analysis.logs import RunTable
-from precision_rl.analysis.mismatch_results import load_offline
+from precision_rl.analysis.mismatch_results import load_offline, read_summary, result_dirs
+from precision_rl.analysis.mismatch_scaling import (
+    draw_mismatch_scaling,
+    load_profiles,
+    natural_length,
+    profile_dirs,
+    width_table,
+)
 from precision_rl.analysis.series import SeriesIndex, trailing_mean
 from precision_rl.config.precision import PrecisionArm
 from precision_rl.config.registry import ExperimentSpec, load_all
@@ -44,6 +51,7 @@ FIGURE_TITLES = {
     "fig5_offline_mismatch": "Fig. 5: offline mismatch",
     "ablation_precision": "Precision ablation: training × inference dtype",
     "ablation_fork_changes": "FP16 vs BF16 with and without the fork's optimizer and loss changes",
+    "effect_mismatch_scaling": "Beyond the paper: mismatch against model width and response length",
 }
 FORK_ABLATION_PANEL = "fork_ablation"
 CURVE_NOTE = ("Training curves: faint = raw per-step value (mean over seeds), bold = EMA (span 5 % of the steps); "
@@ -53,17 +61,21 @@ STEPS = "Training steps"
 
 @dataclass
 class FigureData:
-    """Everything a figure reads: the table, its series index, the registry per scale, the mismatch results."""
+    """Everything a figure reads: the table, its series index, the registry per scale, the mismatch results (one
+    folder or several; where two hold the same result, the first is drawn)."""
 
     table: RunTable
-    mismatch_root: Path
+    mismatch_roots: Path | Sequence[Path]
     index: SeriesIndex = field(init=False)
     _specs: dict[str, dict[str, ExperimentSpec]] = field(default_factory=dict, init=False)
     _runs: dict[tuple, list[str]] = field(default_factory=dict, init=False)
     _sources: dict[tuple[str, str], str] = field(default_factory=dict, init=False)
     read: set[tuple[str, str]] = field(default_factory=set, init=False)  # (scale, run) pairs a figure drew from
+    read_results: set[Path] = field(default_factory=set, init=False)  # mismatch result folders a figure drew from
 
     def __post_init__(self):
+        roots = [self.mismatch_roots] if isinstance(self.mismatch_roots, (str, Path)) else self.mismatch_roots
+        self.mismatch_roots = tuple(Path(r) for r in roots)
         self.index = SeriesIndex(self.table.metrics)
         runs = self.table.runs.sort_values(["seed", "run"]) if len(self.table.runs) else self.table.runs
         for row in runs.itertuples(index=False):
@@ -83,11 +95,11 @@ class FigureData:
         self.read.update((scale, name) for name in names)
         return names
 
-    def sources(self, pairs) -> list[str]:
-        """Return where the runs of ``pairs`` (scale, run) were read from, relative to the repository, sorted."""
+    def sources(self, pairs, result_dirs=()) -> list[str]:
+        """Return where the runs of ``pairs`` (scale, run) were read from, and the mismatch ``result_dirs``, relative
+        to the repository, sorted."""
         out = []
-        for pair in pairs:
-            path = Path(self._sources.get(pair, pair[1]))
+        for path in [Path(self._sources.get(pair, pair[1])) for pair in pairs] + [Path(d) for d in result_dirs]:
             out.append(str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path))
         return sorted(out)
 
@@ -310,8 +322,27 @@ def build_fig4(data: FigureData, scale: str):
 
 def build_fig5(data: FigureData, scale: str):
     """Return Fig. 5 from the offline mismatch tool's results at ``scale``."""
-    fig = P.draw_offline_mismatch(load_offline(data.mismatch_root, scale), scale)
+    data.read_results.update(result_dirs(data.mismatch_roots, scale))
+    fig = P.draw_offline_mismatch(load_offline(data.mismatch_roots, scale), scale)
     fig.suptitle(f"{FIGURE_TITLES['fig5_offline_mismatch']} — {P.scale_label(scale)}", fontsize=11)
+    return fig
+
+
+def build_mismatch_scaling(data: FigureData, scale: str):
+    """Return the effect-study figure (beyond the paper): mismatch against model width and response length, from
+    the width study's results and the first model's forced-length results at ``scale``."""
+    profiles = load_profiles(data.mismatch_roots, scale)
+    model = sorted(profiles)[0] if profiles else None
+    dirs = profile_dirs(data.mismatch_roots, scale, model) if model else {}
+    widths = width_table(data.mismatch_roots, scale)
+    data.read_results.update(dirs.values())
+    data.read_results.update(Path(d) for d in widths.attrs.get("sources", ()))
+    natural = None
+    if dirs:
+        forced = read_summary(next(iter(dirs.values())))
+        natural = natural_length(data.mismatch_roots, forced)
+    fig = draw_mismatch_scaling(profiles.get(model, {}), widths, scale, natural)
+    fig.suptitle(f"{FIGURE_TITLES['effect_mismatch_scaling']} — {P.scale_label(scale)}", fontsize=11)
     return fig
 
 
@@ -424,6 +455,7 @@ FIGURES: dict[str, Callable] = {
     "fig5_offline_mismatch": build_fig5,
     "ablation_precision": build_ablation,
     "ablation_fork_changes": build_fork_ablation,
+    "effect_mismatch_scaling": build_mismatch_scaling,
 }
 
 
@@ -452,10 +484,11 @@ def draw_figure(data: FigureData, name: str, scale: str, png_path: Path) -> tupl
     """
     _check_known([name], [scale])
     data.read.clear()
+    data.read_results.clear()
     written = P.save_figure(FIGURES[name](data, scale), png_path)
     record = Path(png_path).with_name(RUN_SOURCES)
     sources = json.loads(record.read_text()) if record.is_file() else {}
-    sources[name] = data.sources(data.read)
+    sources[name] = data.sources(data.read, data.read_results)
     atomic_write_json(record, dict(sorted(sources.items())))
     return written
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import psutil
@@ -203,19 +204,33 @@ def test_the_watchdog_stops_a_run_without_progress(isolated, capsys):
     assert "started" in (plan.run_dir / "train.log").read_text()
 
 
+def _verl_started(plan) -> bool:
+    """Return whether the run's stand-in for verl is up (its attempt is recorded and its process exists)."""
+    if not (plan.run_dir / runs.MANIFEST).is_file():
+        return False
+    return any(HANG in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+
+
 def test_an_interrupted_run_is_recorded_and_leaves_no_process(isolated):
     plan = _fake_verl(_paper_plan(isolated), HANG)
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
+    def interrupt_once_started():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not _verl_started(plan):
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGALRM)
+
     previous = signal.signal(signal.SIGALRM, interrupt)
-    signal.alarm(3)
+    watcher = threading.Thread(target=interrupt_once_started, daemon=True)
+    watcher.start()
     try:
         with pytest.raises(KeyboardInterrupt):
             launch.execute(plan)
     finally:
-        signal.alarm(0)
+        watcher.join()
         signal.signal(signal.SIGALRM, previous)
     doc = runs.read_manifest(plan.run_dir)
     assert doc["status"] == "interrupted" and doc["attempts"][0]["status"] == "interrupted"

@@ -1,0 +1,134 @@
+"""The effect study: mismatch at every prefix length (forced-length results) and against model width."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from precision_rl.analysis import plotting as P
+from precision_rl.analysis.mismatch_results import load_offline, publish_mismatch
+from precision_rl.analysis.mismatch_scaling import (
+    draw_mismatch_scaling,
+    growth,
+    length_profile,
+    length_table,
+    load_profiles,
+    natural_length,
+    width_of,
+    width_table,
+)
+from precision_rl.analysis.synthetic import write_mismatch_result
+from precision_rl.errors import UserError
+from precision_rl.mismatch.layout import SEQUENCES, SUMMARY, TOKENS
+
+
+def _forced(root, model, dtype, rate, growth_per_token=0.0, n_seqs=6, length=300, seed=0):
+    """A forced-length result whose exact token KL is rate * (1 + growth_per_token * position)."""
+    rng = np.random.default_rng(seed)
+    out = root / model / f"{dtype}-{dtype}"
+    out.mkdir(parents=True)
+    position = np.tile(np.arange(length), n_seqs)
+    kl = rate * (1 + growth_per_token * position)
+    logp_infer = np.log(rng.uniform(0.1, 1.0, len(position)))
+    pd.DataFrame({"seq_id": np.repeat(np.arange(n_seqs), length), "position": position, "token_id": 1,
+                  "logp_infer": logp_infer, "logp_train": logp_infer - kl, "exact_kl": kl}).to_parquet(out / TOKENS)
+    pd.DataFrame({"seq_id": np.arange(n_seqs), "prompt_id": 0, "length": length,
+                  "log_ratio": -kl.reshape(n_seqs, length).sum(axis=1)}).to_parquet(out / SEQUENCES)
+    (out / SUMMARY).write_text(json.dumps({"scale": "tiny", "sampling": {"ignore_eos": True}, "infer_dtype": dtype,
+                                           "model": f"/cache/tiny-model/{model}"}))
+    return out
+
+
+def _natural(root, model, dtype, exact_kl, mean_length=40.0, model_path=None):
+    out = write_mismatch_result(root, model, dtype, dtype, np.random.default_rng(0), n_sequences=3, max_len=60,
+                                scale="tiny")
+    summary = json.loads((out / SUMMARY).read_text())
+    summary.update(exact_kl=exact_kl, mean_abs_prob_diff=exact_kl * 10, exact_seq_kl=exact_kl * mean_length,
+                   mean_length=mean_length, infer_dtype=dtype, model=model_path or f"/cache/tiny-model/{model}",
+                   sampling={"ignore_eos": False})
+    (out / SUMMARY).write_text(json.dumps(summary))
+    return out
+
+
+def test_profile_table_and_growth(tmp_path):
+    _forced(tmp_path, "tiny", "bf16", rate=1e-4, growth_per_token=0.01)
+    _forced(tmp_path, "tiny", "fp16", rate=1e-6)
+    profiles = load_profiles(tmp_path, "tiny")["tiny"]
+    bf16, fp16 = profiles["bf16"], profiles["fp16"]
+    assert bf16.n_sequences == 6 and len(bf16.prefix_kl) == 300
+    expected = np.cumsum(1e-4 * (1 + 0.01 * np.arange(300)))
+    np.testing.assert_allclose(bf16.prefix_kl, expected)
+    np.testing.assert_allclose(bf16.prefix_k1, expected)  # the sampled-token estimate, exact by construction here
+    table = length_table(profiles)
+    assert table["length"].tolist() == [16, 32, 64, 128, 256, 300]
+    assert table.loc[table.length == 64, "fp16_seq_kl"].item() == pytest.approx(64e-6)
+    assert (table["bf16_over_fp16"] > 100).all()
+    assert growth(fp16)["last_over_first"] == pytest.approx(1.0)
+    assert growth(fp16)["slope_per_token"] == pytest.approx(1e-6)
+    assert growth(bf16)["last_over_first"] == pytest.approx((1 + 0.01 * 262) / (1 + 0.01 * 37))  # quarter means
+
+
+def test_forced_length_results_stay_out_of_fig5_and_natural_ones_out_of_the_study(tmp_path):
+    _forced(tmp_path, "tiny-forced", "bf16", rate=1e-4)
+    write_mismatch_result(tmp_path, "tiny-natural", "bf16", "bf16", np.random.default_rng(0), n_sequences=4,
+                          max_len=50, scale="tiny")
+    assert list(load_offline(tmp_path, "tiny")) == ["tiny-natural"]
+    assert list(load_profiles(tmp_path, "tiny")) == ["tiny-forced"]
+
+
+def test_published_copy_gives_the_same_profile(tmp_path):
+    _forced(tmp_path / "runs", "tiny", "bf16", rate=3e-5, growth_per_token=0.002)
+    publish_mismatch(tmp_path / "runs", tmp_path / "logs")
+    a = load_profiles(tmp_path / "runs", "tiny")["tiny"]["bf16"]
+    b = load_profiles(tmp_path / "logs", "tiny")["tiny"]["bf16"]
+    np.testing.assert_allclose(a.prefix_kl, b.prefix_kl, rtol=1e-9)
+
+
+def test_natural_length_result_is_refused(tmp_path):
+    out = write_mismatch_result(tmp_path, "tiny", "bf16", "bf16", np.random.default_rng(0), n_sequences=4, max_len=50)
+    with pytest.raises(UserError, match="no exact_kl"):
+        length_profile(out, "tiny", "bf16")
+    tokens = pd.read_parquet(out / TOKENS).assign(exact_kl=1e-5)
+    tokens.to_parquet(out / TOKENS)
+    with pytest.raises(UserError, match="forced-length"):
+        length_profile(out, "tiny", "bf16")
+
+
+def test_width_table_rows_and_ratio(tmp_path):
+    for width, kl in ((384, 4e-5), (128, 1e-5)):
+        _natural(tmp_path, f"tiny-w{width}", "bf16", kl)
+        _natural(tmp_path, f"tiny-w{width}", "fp16", kl / 50)
+    _natural(tmp_path, "069b75dd4af7", "bf16", 1.0)  # not a width-study model
+    _forced(tmp_path, "tiny-w256", "bf16", rate=1.0)  # forced length: not a width row
+    table = width_table(tmp_path)
+    assert table["width"].tolist() == [128, 384]
+    assert table["bf16_exact_kl"].tolist() == [1e-5, 4e-5]
+    np.testing.assert_allclose(table["exact_kl_ratio"], [50, 50])
+    assert (width_of("tiny-w64"), width_of("tiny-wide"), width_of("069b")) == (64, None, None)
+    assert width_table(tmp_path / "absent").empty
+
+
+def test_natural_length_matches_the_forced_results_model(tmp_path):
+    forced = _forced(tmp_path, "tiny-forced", "bf16", rate=1e-4)
+    _natural(tmp_path, "key1", "bf16", 1e-5, mean_length=39.0, model_path="/cache/tiny-model/tiny-forced")
+    _natural(tmp_path, "key2", "bf16", 1e-5, mean_length=99.0)
+    assert natural_length(tmp_path, json.loads((forced / SUMMARY).read_text())) == 39.0
+    assert natural_length(tmp_path, {"model": "/elsewhere", "infer_dtype": "bf16"}) is None
+
+
+def test_scaling_figure_draws_every_panel_or_says_no_runs(tmp_path):
+    _forced(tmp_path, "tiny", "bf16", rate=1e-4)
+    _forced(tmp_path, "tiny", "fp16", rate=1e-6)
+    for width in (128, 256):
+        _natural(tmp_path, f"tiny-w{width}", "bf16", 1e-5)
+    fig = draw_mismatch_scaling(load_profiles(tmp_path, "tiny")["tiny"], width_table(tmp_path), "tiny", 39.0)
+    ax_width, ax_seq, ax_tok = fig.axes[:3]
+    assert [line.get_label() for line in ax_width.get_lines()] == ["BF16"]
+    assert [line.get_label() for line in ax_seq.get_lines()][:2] == ["BF16 (n=6 responses)", "FP16 (n=6 responses)"]
+    assert any("natural length" in line.get_label() for line in ax_tok.get_lines())
+    assert all(P.panel_note(ax) is None for ax in (ax_width, ax_seq, ax_tok))
+    empty = draw_mismatch_scaling({}, width_table(tmp_path / "absent"), "tiny")
+    assert [P.panel_note(ax) for ax in empty.axes[:3]] == [P.NO_RUNS] * 3
