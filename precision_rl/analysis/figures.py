@@ -149,11 +149,26 @@ def _arm_name(spec: ExperimentSpec, arm: PrecisionArm) -> str:
     return f"{P.precision_label(arm.train, arm.infer)} {ALGORITHM_LABELS.get(spec.algorithm, spec.algorithm)}"
 
 
-def _finish_panel(ax, drew_any: bool, had_runs: bool, what: str) -> None:
+def _finish_panel(ax, drew_any: bool, had_runs: bool, what: str, missing: str = "") -> None:
     if not had_runs:
-        P.mark_empty(ax, P.NO_RUNS)
+        P.mark_empty(ax, f"{P.NO_RUNS}: {missing}" if missing else P.NO_RUNS)
     elif not drew_any:
         P.mark_empty(ax, f"no data ({what} not logged)")
+
+
+def grid_command(experiments: list[str], scale: str) -> str:
+    """Return the ``make grid`` command that runs ``experiments`` at ``scale`` (paper scale needs GPU nodes)."""
+    selector = " ".join(sorted(set(experiments)))
+    return f"make grid GRID='{selector}'" + (" SCALE=paper (GPU nodes)" if scale == "paper" else "")
+
+
+def seed_note(counts: dict[str, int], missing: list[str]) -> str:
+    """Return a panel's seed line: how many seeds each drawn arm has, and the arms without a run."""
+    parts = [f"{label} {n}" for label, n in counts.items()]
+    note = f"seeds: {', '.join(parts)}" if parts else ""
+    if missing:
+        note += ("; " if note else "") + f"{', '.join(missing)}: not run yet"
+    return note
 
 
 # --------------------------------------------------------------------------------------------- Fig. 1 / 2
@@ -173,15 +188,23 @@ def _grid(data: FigureData, scale: str, prefix: str, draw_panel: Callable, what:
         titles = sorted({experiment_title(s) for s, _ in pairs})
         ax.set_title(f"({panels[k][len(prefix):]}) {' / '.join(titles)}")
         had_runs = drew = False
+        counts: dict[str, int] = {}
+        missing: list[str] = []
         for spec, arm in pairs:
             runs = data.runs(scale, spec.name, arm)
             had_runs |= bool(runs)
+            label = P.precision_label(arm.train, arm.infer)
             color = P.PRECISION_COLORS.get(arm.train, "0.3")
             if draw_panel(ax, spec, arm, runs, color):
                 drew = True
-                legend[P.precision_label(arm.train, arm.infer)] = (color, "-")
+                legend[label] = (color, "-")
+                counts[label] = len(runs)
+            elif not runs:
+                missing.append(label)
         ax.set_xlabel(STEPS)
-        _finish_panel(ax, drew, had_runs, what)
+        _finish_panel(ax, drew, had_runs, what, grid_command([s.name for s, _ in pairs], scale))
+        if drew:
+            P.corner_note(ax, seed_note(counts, missing))
     return fig, axes, legend
 
 

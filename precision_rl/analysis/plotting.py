@@ -85,6 +85,13 @@ def mark_empty(ax: plt.Axes, text: str = NO_RUNS) -> None:
     ax.grid(False)
 
 
+def corner_note(ax: plt.Axes, text: str) -> None:
+    """Write a small note (a panel's seed counts) in the lower-right corner of a drawn panel."""
+    if text:
+        ax.text(0.98, 0.03, "\n".join(textwrap.wrap(text, 40)), transform=ax.transAxes, ha="right", va="bottom",
+                fontsize=7, color="0.3", bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "0.8", "alpha": 0.8})
+
+
 def panel_note(ax: plt.Axes) -> str | None:
     """Return the "no runs"/"no data" text of a panel marked empty, or None (tests and callers use it)."""
     for text in ax.texts:

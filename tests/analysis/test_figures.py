@@ -1,13 +1,14 @@
 """The paper's figures: panels come from the registry; missing runs or metrics show in the panel, never crash."""
 
+import numpy as np
 import pytest
 
 from precision_rl import metrics as M
 from precision_rl.analysis import figures as F
 from precision_rl.analysis import logs
 from precision_rl.analysis import plotting as P
-from precision_rl.analysis.synthetic import write_run
-from precision_rl.config.registry import load_all
+from precision_rl.analysis.synthetic import run_records, write_run
+from precision_rl.config.registry import load_all, select
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def test_no_runs_anywhere_shows_no_runs(tmp_path, scale):
             assert panels[:2] == ["no runs", "no runs"]
             assert sum(t.get_text() == "no runs" for ax in fig.axes for t in ax.texts) >= 2 + 2 * 9
         else:
-            assert panels and all(n == "no runs" for n in panels), name
+            assert panels and all(n.startswith("no runs") for n in panels), name
         assert P.scale_label(scale) in fig._suptitle.get_text()
         P.plt.close(fig)
 
@@ -50,8 +51,10 @@ def test_a_missing_run_is_no_runs_and_a_missing_metric_is_no_data(tmp_path):
     fig = F.build_fig1(data, "tiny")
     notes = {ax.get_title(): P.panel_note(ax) for ax in fig.axes if ax.axison}
     assert notes["(a) Sanity GRPO"] is None  # drawn
-    assert notes["(b) Sanity GRPO-Token-TIS"] == "no runs"
-    assert sum(n == "no runs" for n in notes.values()) == 11
+    assert notes["(b) Sanity GRPO-Token-TIS"] == "no runs: make grid\nGRID='sanity/grpo_token_tis'"
+    assert sum((n or "").startswith("no runs") for n in notes.values()) == 11
+    seeds = [t.get_text() for t in fig.axes[0].texts]
+    assert seeds == ["seeds: FP16 1; BF16: not run yet"]  # the drawn arm's seed count and the missing arm
     fig2 = F.build_fig2(data, "tiny")  # the run logged no validation metric
     assert P.panel_note(fig2.axes[0]).startswith("no data")
     fig4 = F.build_fig4(data, "tiny")
@@ -83,4 +86,24 @@ def test_fork_ablation_draws_both_settings_in_both_precisions(tmp_path, specs):
     assert P.panel_note(reward) is None
     styles = {line.get_label(): line.get_linestyle() for line in reward.get_lines() if not line.get_label().startswith("_")}
     assert styles.get("BF16, fork settings") == "-" and styles.get("BF16, verl defaults") == "--", styles
+    P.plt.close("all")
+
+
+def test_seed_note_and_grid_command():
+    assert F.seed_note({"FP16": 3, "BF16": 1}, []) == "seeds: FP16 3, BF16 1"
+    assert F.seed_note({}, ["BF16"]) == "BF16: not run yet"
+    command = F.grid_command(["sanity/gspo", "sanity/gspo"], "tiny")
+    assert command == "make grid GRID='sanity/gspo'"
+    selector = command.split("GRID=")[1].strip("'")
+    assert [spec.name for spec in select([selector], "tiny")] == ["sanity/gspo"]  # the grid accepts it
+    assert F.grid_command(["moe/grpo_seq_mis"], "paper").endswith("SCALE=paper (GPU nodes)")
+
+
+def test_three_seeds_are_counted_per_arm(tmp_path):
+    rng = np.random.default_rng(0)
+    for seed in (1, 7, 42):
+        write_run(tmp_path, "tiny", "sanity/grpo", "fp16", seed, [run_records(5, "fp16", rng)])
+    write_run(tmp_path, "tiny", "sanity/grpo", "bf16", 1, [run_records(5, "bf16", rng)])
+    fig = F.build_fig1(F.FigureData(logs.load_runs([tmp_path], progress=False), tmp_path / "mismatch"), "tiny")
+    assert [t.get_text() for t in fig.axes[0].texts] == ["seeds: FP16 3, BF16 1"]
     P.plt.close("all")
