@@ -3,7 +3,10 @@
 Which experiments and precision arms feed a panel comes from each spec's ``paper`` list (``fig1a``,
 ``fig3:bf16``, ``ablation``): nothing here names an experiment. Panel titles are derived from the experiment's
 family and algorithm through the label mappings below, the only place such titles live. Every figure is drawn
-per scale; a panel without runs says "no runs", one whose runs lack the metric says "no data".
+per scale, from finished runs only. Each panel states every arm it feeds: how many seeds it drew
+("FP16, BF16: 3 seeds"), or why it drew nothing, derived from the run table ("BF16: not run yet — make grid
+GRID='sanity/gspo' SCALE=tiny", "BF16: run unfinished (died)", "BF16: no data (… not logged)", at paper scale
+"not run (paper scale needs GPUs)"): across the panel when nothing is drawn, in its corner otherwise.
 """
 
 from __future__ import annotations
@@ -35,14 +38,17 @@ from precision_rl.config.registry import ExperimentSpec, load_all
 from precision_rl.config.scale import SCALES
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json
+from precision_rl.launch.runs import FINISHED
 from precision_rl.paths import REPO_ROOT
+from precision_rl.tiny.data import VAL_RECIPE
 
 FAMILY_LABELS = {"sanity": "Sanity", "octothinker": "OctoThinker", "lora": "LoRA", "moe": "MoE",
                  "dense14b": "Dense-14B", "ablation": "Ablation"}
 ALGORITHM_LABELS = {"grpo": "GRPO", "grpo_token_tis": "GRPO-Token-TIS", "grpo_seq_mis": "GRPO-Seq-MIS",
                     "gspo": "GSPO", "pg_seq_is": "PG-Seq-IS", "pg_seq_tis": "PG-Seq-TIS", "pg_seq_mis": "PG-Seq-MIS",
                     "dapo": "DAPO"}
-DATASET_LABELS = {"aime24": "AIME 2024", "aime25": "AIME 2025", "math500": "MATH500"}
+DATASET_LABELS = {"aime24": "AIME 2024", "aime25": "AIME 2025", "math500": "MATH500",
+                  VAL_RECIPE: "Tiny sanity validation set"}
 FIGURE_TITLES = {
     "fig1_training_reward": "Fig. 1: training reward, BF16 vs FP16",
     "fig2_eval_accuracy": "Fig. 2: evaluation accuracy, BF16 vs FP16",
@@ -57,6 +63,23 @@ FORK_ABLATION_PANEL = "fork_ablation"
 CURVE_NOTE = ("Training curves: faint = raw per-step value (mean over seeds), bold = EMA (span 5 % of the steps); "
               "evaluation curves are unsmoothed points. Band: min–max over seeds, where an arm has several.")
 STEPS = "Training steps"
+EXTERNAL_STATUS = "external"  # the status of a run read from a wandb export (made elsewhere, drawn as complete)
+DRAWN_STATUSES = (FINISHED, EXTERNAL_STATUS)
+NOT_RUN_YET = "not run yet"
+NEEDS_GPUS = "not run (paper scale needs GPUs)"
+MAX_LISTED_ARMS = 3  # a note names at most this many arms sharing a state, else counts them
+
+
+@dataclass(frozen=True)
+class ArmRuns:
+    """One (experiment, arm) of a panel: its legend label, its finished runs (drawn) and the statuses of its
+    unfinished ones (not drawn)."""
+
+    spec: ExperimentSpec
+    arm: PrecisionArm
+    label: str
+    finished: tuple[str, ...]
+    unfinished: tuple[str, ...]
 
 
 @dataclass
@@ -68,7 +91,7 @@ class FigureData:
     mismatch_roots: Path | Sequence[Path]
     index: SeriesIndex = field(init=False)
     _specs: dict[str, dict[str, ExperimentSpec]] = field(default_factory=dict, init=False)
-    _runs: dict[tuple, list[str]] = field(default_factory=dict, init=False)
+    _runs: dict[tuple, list[tuple[str, str]]] = field(default_factory=dict, init=False)  # key -> (run, status)
     _sources: dict[tuple[str, str], str] = field(default_factory=dict, init=False)
     read: set[tuple[str, str]] = field(default_factory=set, init=False)  # (scale, run) pairs a figure drew from
     read_results: set[Path] = field(default_factory=set, init=False)  # mismatch result folders a figure drew from
@@ -80,7 +103,8 @@ class FigureData:
         runs = self.table.runs.sort_values(["seed", "run"]) if len(self.table.runs) else self.table.runs
         for row in runs.itertuples(index=False):
             key = (str(row.scale), str(row.experiment), str(row.precision_train), str(row.precision_infer))
-            self._runs.setdefault(key, []).append(str(row.run))
+            status = row.status if isinstance(row.status, str) and row.status else "status unknown"
+            self._runs.setdefault(key, []).append((str(row.run), status))
             self._sources[(str(row.scale), str(row.run))] = str(row.source)
 
     def specs(self, scale: str) -> dict[str, ExperimentSpec]:
@@ -90,10 +114,23 @@ class FigureData:
         return self._specs[scale]
 
     def runs(self, scale: str, experiment: str, arm: PrecisionArm) -> list[str]:
-        """Return the names of the runs (one per seed) of ``experiment``'s ``arm`` at ``scale``; note them as read."""
-        names = self._runs.get((scale, experiment, arm.train, arm.infer), [])
+        """Return the names of the finished runs (one per seed) of ``experiment``'s ``arm`` at ``scale``, the ones a
+        figure draws; note them as read."""
+        names = [name for name, status in self._runs.get((scale, experiment, arm.train, arm.infer), [])
+                 if status in DRAWN_STATUSES]
         self.read.update((scale, name) for name in names)
         return names
+
+    def unfinished(self, scale: str, experiment: str, arm: PrecisionArm) -> list[str]:
+        """Return the statuses (``died``, ``running``, ``failed`` …) of ``experiment``'s ``arm``'s runs at ``scale``
+        that did not finish, which figures do not draw."""
+        return [status for _, status in self._runs.get((scale, experiment, arm.train, arm.infer), [])
+                if status not in DRAWN_STATUSES]
+
+    def arm_runs(self, scale: str, spec: ExperimentSpec, arm: PrecisionArm, label: str) -> ArmRuns:
+        """Return what a panel knows of ``spec``'s ``arm`` at ``scale``: its finished and unfinished runs."""
+        return ArmRuns(spec, arm, label, tuple(self.runs(scale, spec.name, arm)),
+                       tuple(self.unfinished(scale, spec.name, arm)))
 
     def sources(self, pairs, result_dirs=()) -> list[str]:
         """Return where the runs of ``pairs`` (scale, run) were read from, and the mismatch ``result_dirs``, relative
@@ -149,31 +186,86 @@ def _arm_name(spec: ExperimentSpec, arm: PrecisionArm) -> str:
     return f"{P.precision_label(arm.train, arm.infer)} {ALGORITHM_LABELS.get(spec.algorithm, spec.algorithm)}"
 
 
-def _finish_panel(ax, drew_any: bool, had_runs: bool, what: str, missing: str = "") -> None:
-    if not had_runs:
-        P.mark_empty(ax, f"{P.NO_RUNS}: {missing}" if missing else P.NO_RUNS)
-    elif not drew_any:
-        P.mark_empty(ax, f"no data ({what} not logged)")
-
-
 def grid_command(experiments: list[str], scale: str) -> str:
-    """Return the ``make grid`` command that runs ``experiments`` at ``scale`` (paper scale needs GPU nodes)."""
-    selector = " ".join(sorted(set(experiments)))
-    return f"make grid GRID='{selector}'" + (" SCALE=paper (GPU nodes)" if scale == "paper" else "")
+    """Return the ``make grid`` command that runs ``experiments`` at ``scale``: ``make grid GRID='sanity/gspo'
+    SCALE=tiny`` (the grid skips the runs that finished)."""
+    return f"make grid GRID='{' '.join(sorted(set(experiments)))}' SCALE={scale}"
 
 
-def seed_note(counts: dict[str, int], missing: list[str]) -> str:
-    """Return a panel's seed line: how many seeds each drawn arm has, and the arms without a run."""
-    parts = [f"{label} {n}" for label, n in counts.items()]
-    note = f"seeds: {', '.join(parts)}" if parts else ""
-    if missing:
-        note += ("; " if note else "") + f"{', '.join(missing)}: not run yet"
-    return note
+def why_missing(arm: ArmRuns, scale: str, what: str) -> str:
+    """Return why ``arm`` draws nothing in a panel: its finished runs lack ``what``, none of its runs finished, or
+    it has none (at paper scale: needs GPUs)."""
+    if arm.finished:
+        return f"no data ({what} not logged)"
+    if arm.unfinished:
+        plural = "s" if len(arm.unfinished) > 1 else ""
+        return f"run{plural} unfinished ({', '.join(sorted(set(arm.unfinished)))})"
+    return NEEDS_GPUS if scale == "paper" else NOT_RUN_YET
+
+
+def panel_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str) -> list[str]:
+    """Return a note on ``arms``, one line per group of arms in the same state, drawn arms first: "FP16, BF16:
+    3 seeds", "BF16: not run yet —" followed by the line "make grid GRID='sanity/gspo' SCALE=tiny"; ``seeds``
+    holds the seeds each arm drew (0: none). More than MAX_LISTED_ARMS arms in one state are counted, not named."""
+    groups: dict[str, list[ArmRuns]] = {}
+    for arm, n in sorted(zip(arms, seeds, strict=True), key=lambda pair: pair[1] == 0):
+        groups.setdefault(P.seeds_label(n) if n else why_missing(arm, scale, what), []).append(arm)
+    lines = []
+    for state, group in groups.items():
+        labels = list(dict.fromkeys(a.label for a in group))
+        who = ", ".join(labels) if len(labels) <= MAX_LISTED_ARMS else f"{len(labels)} arms"
+        if state == NOT_RUN_YET:
+            lines += [f"{who}: {state} —", grid_command([a.spec.name for a in group], scale)]
+        else:
+            lines.append(f"{who}: {state}")
+    return lines
+
+
+def shortfall_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str) -> list[str]:
+    """Return a note on the arms that drew fewer seeds in a panel than they finished (what a shared legend says):
+    "BF16 GRPO: 2 of 3 seeds", or "BF16 GRPO: no data (… not logged)"."""
+    out = []
+    for arm, n in zip(arms, seeds, strict=True):
+        if n < len(arm.finished):
+            out.append(f"{arm.label}: " + (f"{n} of {P.seeds_label(len(arm.finished))}" if n
+                                            else why_missing(arm, scale, what)))
+    return out
+
+
+def finish_panel(ax, arms: list[ArmRuns], seeds: list[int], scale: str, what: str, legend_has_seeds: bool = False
+                 ) -> None:
+    """Write the panel's note: every arm's state (``panel_lines``) across the panel when no arm drew; otherwise in
+    its corner, only the arms short of what the figure's legend says when ``legend_has_seeds``, else every arm's
+    state."""
+    if not arms:
+        P.mark_empty(ax, "no experiment feeds this panel at this scale")
+    elif not any(seeds):
+        P.mark_empty(ax, panel_lines(arms, seeds, scale, what))
+    elif legend_has_seeds:
+        P.corner_note(ax, shortfall_lines(arms, seeds, scale, what))
+    else:
+        P.corner_note(ax, panel_lines(arms, seeds, scale, what))
+
+
+def legend_label(arm: ArmRuns) -> str:
+    """Return ``arm``'s entry in a legend shared by every panel of a figure: "BF16 GRPO: 3 seeds"."""
+    return f"{arm.label}: {P.seeds_label(len(arm.finished))}"
+
+
+def shared_legend(fig, arms: list[ArmRuns], looks: list[tuple[str, str]], drew: list[bool], scale: str) -> None:
+    """Draw the legend of a figure whose panels all draw the same runs: each arm that drew with its seeds, and,
+    when any arm drew, a line under it naming the arms that drew nowhere and why (``panel_lines``)."""
+    P.figure_legend(fig, {legend_label(a): look for a, look, d in zip(arms, looks, drew, strict=True) if d})
+    if any(drew):
+        absent = [a for a, d in zip(arms, drew, strict=True) if not d]
+        P.header_note(fig, panel_lines(absent, [0] * len(absent), scale, "these metrics"))
 
 
 # --------------------------------------------------------------------------------------------- Fig. 1 / 2
 
 def _grid(data: FigureData, scale: str, prefix: str, draw_panel: Callable, what: str) -> tuple:
+    """Return a grid figure of the ``prefix`` panels, its axes and its legend (label → colour, style);
+    ``draw_panel(ax, spec, arm, runs, color)`` draws one arm and returns the seeds it drew."""
     specs = data.specs(scale)
     panels = panel_ids(specs, prefix)
     ncols = 4
@@ -187,24 +279,16 @@ def _grid(data: FigureData, scale: str, prefix: str, draw_panel: Callable, what:
         pairs = panel_arms(specs, panels[k])
         titles = sorted({experiment_title(s) for s, _ in pairs})
         ax.set_title(f"({panels[k][len(prefix):]}) {' / '.join(titles)}")
-        had_runs = drew = False
-        counts: dict[str, int] = {}
-        missing: list[str] = []
+        arms, seeds = [], []
         for spec, arm in pairs:
-            runs = data.runs(scale, spec.name, arm)
-            had_runs |= bool(runs)
             label = P.precision_label(arm.train, arm.infer)
             color = P.PRECISION_COLORS.get(arm.train, "0.3")
-            if draw_panel(ax, spec, arm, runs, color):
-                drew = True
+            arms.append(data.arm_runs(scale, spec, arm, label))
+            seeds.append(draw_panel(ax, spec, arm, list(arms[-1].finished), color) if arms[-1].finished else 0)
+            if seeds[-1]:
                 legend[label] = (color, "-")
-                counts[label] = len(runs)
-            elif not runs:
-                missing.append(label)
         ax.set_xlabel(STEPS)
-        _finish_panel(ax, drew, had_runs, what, grid_command([s.name for s, _ in pairs], scale))
-        if drew:
-            P.corner_note(ax, seed_note(counts, missing))
+        finish_panel(ax, arms, seeds, scale, what)
     return fig, axes, legend
 
 
@@ -225,7 +309,7 @@ def build_fig2(data: FigureData, scale: str):
     """Return Fig. 2: the evaluation-accuracy grid (each experiment's first validation set)."""
     def draw(ax, spec, arm, runs, color):
         if not spec.data.val:
-            return False
+            return 0
         curves, name = data.val_curves(scale, runs, spec.data.val[0])
         if name:
             ax.set_ylabel(f"{dataset_label(spec.data.val[0])} {name.rsplit('/', 1)[-1]}")
@@ -248,24 +332,23 @@ def _algorithm_row(data: FigureData, scale: str, panel: str, columns: list[tuple
                    look: Callable = _by_algorithm):
     """Return a one-row figure of ``columns`` over the runs of ``panel``; ``look`` gives each (experiment, arm) its
     colour, line style and label (default: colour by algorithm)."""
-    specs = data.specs(scale)
-    pairs = panel_arms(specs, panel)
+    pairs = panel_arms(data.specs(scale), panel)
+    looks = [look(spec, arm) for spec, arm in pairs]
+    arms = [data.arm_runs(scale, spec, arm, label) for (spec, arm), (_, _, label) in zip(pairs, looks, strict=True)]
     fig, axes = P.new_figure(1, len(columns), panel_size=(3.0, 2.4))
-    legend: dict[str, tuple] = {}
+    drew = [False] * len(arms)
     for c, (title, draw) in enumerate(columns):
         ax = axes[0, c]
         ax.set_title(title)
         ax.set_xlabel(STEPS)
-        had_runs = drew = False
-        for spec, arm in pairs:
-            runs = data.runs(scale, spec.name, arm)
-            had_runs |= bool(runs)
-            color, style, label = look(spec, arm)
-            if runs and draw(ax, spec, arm, runs, color, label, style):
-                drew = True
-                legend[label] = (color, style)
-        _finish_panel(ax, drew, had_runs, title)
-    P.figure_legend(fig, legend)
+        if draw is None:
+            P.mark_empty(ax, f"{title}: none at this scale")
+            continue
+        seeds = [draw(ax, spec, arm, list(runs.finished), color, label, style) if runs.finished else 0
+                 for (spec, arm), (color, style, label), runs in zip(pairs, looks, arms, strict=True)]
+        drew = [d or bool(n) for d, n in zip(drew, seeds, strict=True)]
+        finish_panel(ax, arms, seeds, scale, title, legend_has_seeds=True)
+    shared_legend(fig, arms, [(color, style) for color, style, _ in looks], drew, scale)
     return fig
 
 
@@ -284,7 +367,7 @@ def _training(data, scale, quantity, ylabel=None, log=False):
 def _validation(data, scale, k):
     def draw(ax, spec, arm, runs, color, label, style):
         if len(spec.data.val) <= k:
-            return False
+            return 0
         curves, name = data.val_curves(scale, runs, spec.data.val[k])
         if name:
             ax.set_ylabel(name.rsplit("/", 2)[-2] + "/" + name.rsplit("/", 1)[-1])
@@ -292,9 +375,13 @@ def _validation(data, scale, k):
     return draw
 
 
-def _val_title(data: FigureData, scale: str, panel: str, k: int) -> str:
+def _validation_column(data: FigureData, scale: str, panel: str, k: int) -> tuple[str, Callable | None]:
+    """Return the column of the ``k``-th validation set of ``panel``'s experiments: its title (the sets' names) and
+    its drawing, None when no experiment has a ``k``-th set at ``scale``."""
     names = sorted({s.data.val[k] for s, _ in panel_arms(data.specs(scale), panel) if len(s.data.val) > k})
-    return " / ".join(dataset_label(n) for n in names) if names else f"validation set {k + 1} (none at this scale)"
+    if not names:
+        return f"Validation set {k + 1}", None
+    return " / ".join(dataset_label(n) for n in names), _validation(data, scale, k)
 
 
 def _max_min(data, scale):
@@ -302,8 +389,8 @@ def _max_min(data, scale):
         ax.set_ylabel("π − μ")
         hi = data.curves(scale, runs, M.PROBS_DIFF_MAX_Q)
         lo = data.curves(scale, runs, M.PROBS_DIFF_MIN_Q)
-        drew = P.draw_training_curve(ax, hi, color, label, style, raw=False)
-        drew |= P.draw_training_curve(ax, lo, color, "_" + label, style, raw=False)
+        drew = max(P.draw_training_curve(ax, hi, color, label, style),
+                   P.draw_training_curve(ax, lo, color, "_" + label, style))
         if drew and not any(line.get_label() == "No mismatch" for line in ax.get_lines()):
             zero = ax.axhline(0.0, color="red", linestyle="--", linewidth=1, label="No mismatch")
             ax.legend(handles=[zero], loc="lower left")
@@ -315,7 +402,7 @@ def build_fig3(data: FigureData, scale: str):
     """Return Fig. 3: reward, validation accuracy and mismatch of the fig3 runs (BF16 algorithms vs FP16 PG-Seq-IS)."""
     columns = [
         ("Rewards", _training(data, scale, M.REWARD_Q)),
-        (_val_title(data, scale, "fig3", 0), _validation(data, scale, 0)),
+        _validation_column(data, scale, "fig3", 0),
         ("Mean[Abs(π − μ)]", _training(data, scale, M.MEAN_ABS_DIFF_Q)),
         ("KL[μ‖π] per token", _training(data, scale, M.TOKEN_KL_Q, log=True)),
         ("Max & Min of π − μ", _max_min(data, scale)),
@@ -333,8 +420,8 @@ def build_fig4(data: FigureData, scale: str):
     columns = [
         ("Rewards", _training(data, scale, M.REWARD_Q)),
         ("Response Length", _training(data, scale, M.RESPONSE_LENGTH_Q)),
-        (_val_title(data, scale, "fig4", 0), _validation(data, scale, 0)),
-        (_val_title(data, scale, "fig4", 1), _validation(data, scale, 1)),
+        _validation_column(data, scale, "fig4", 0),
+        _validation_column(data, scale, "fig4", 1),
     ]
     fig = _algorithm_row(data, scale, "fig4", columns)
     P.add_caption(fig, FIGURE_TITLES["fig4_fp16_algorithms"], scale, CURVE_NOTE)
@@ -374,25 +461,47 @@ def build_mismatch_scaling(data: FigureData, scale: str):
 HEATMAP_ORDER = ("bf16", "fp16", "fp32")
 
 
-def _ablation_cells(data: FigureData, scale: str, pairs) -> dict[str, np.ndarray]:
+@dataclass
+class HeatCells:
+    """A train × infer heat-map (HEATMAP_ORDER on both axes): the mean over seeds per cell, the seeds behind it and,
+    for a cell without a value, why."""
+
+    values: np.ndarray
+    seeds: np.ndarray
+    notes: np.ndarray
+
+
+def _final_reward(curve: pd.Series) -> float | None:
+    trailing = trailing_mean(curve)
+    return float(trailing.iloc[-1]) if len(trailing) else None
+
+
+def _median(curve: pd.Series) -> float | None:
+    finite = curve.dropna()
+    return float(finite.median()) if len(finite) else None
+
+
+def heat_cells(data: FigureData, scale: str, arms: list[ArmRuns], quantity: M.Quantity,
+               summary: Callable[[pd.Series], float | None]) -> HeatCells:
+    """Return the heat-map of ``summary`` (one value per seed's ``quantity`` curve, averaged over seeds) per arm."""
     n = len(HEATMAP_ORDER)
-    reward, kl = np.full((n, n), np.nan), np.full((n, n), np.nan)
-    for spec, arm in pairs:
-        runs = data.runs(scale, spec.name, arm)
-        i, j = HEATMAP_ORDER.index(arm.train), HEATMAP_ORDER.index(arm.infer)
-        finals = [float(t.iloc[-1]) for t in map(trailing_mean, data.curves(scale, runs, M.REWARD_Q)) if len(t)]
-        medians = [float(c.median()) for c in data.curves(scale, runs, M.TOKEN_KL_Q)]
-        reward[i, j] = np.mean(finals) if finals else np.nan
-        kl[i, j] = np.mean(medians) if medians else np.nan
-    return {"reward": reward, "kl": kl}
+    cells = HeatCells(np.full((n, n), np.nan), np.zeros((n, n), dtype=int), np.full((n, n), "", dtype=object))
+    for arm in arms:
+        i, j = HEATMAP_ORDER.index(arm.arm.train), HEATMAP_ORDER.index(arm.arm.infer)
+        per_seed = [v for v in map(summary, data.curves(scale, list(arm.finished), quantity)) if v is not None]
+        if per_seed:
+            cells.values[i, j], cells.seeds[i, j] = np.mean(per_seed), len(per_seed)
+        else:
+            cells.notes[i, j] = why_missing(arm, scale, quantity.label)
+    return cells
 
 
-def _heatmap(ax, values: np.ndarray, title: str, fmt: str, log: bool, any_runs: np.ndarray) -> None:
+def _heatmap(ax, cells: HeatCells, title: str, fmt: str, log: bool) -> None:
     import seaborn as sns
     from matplotlib.colors import LogNorm
 
     names = [P.PRECISION_NAMES[p] for p in HEATMAP_ORDER]
-    shown = np.where(values > 0, values, np.nan) if log else values
+    shown = np.where(cells.values > 0, cells.values, np.nan) if log else cells.values
     missing = ~np.isfinite(shown)
     finite = shown[~missing]
     scale = {"vmin": 0.0, "vmax": 1.0}
@@ -400,13 +509,18 @@ def _heatmap(ax, values: np.ndarray, title: str, fmt: str, log: bool, any_runs: 
         scale = {"norm": LogNorm(finite.min(), max(finite.max(), finite.min() * 10))}
     elif finite.size:
         scale = {}
-    labels = np.array([[format(v, fmt) if np.isfinite(v) else "" for v in row] for row in shown], dtype=object)
+    labels = np.array([[f"{format(v, fmt)}\n{P.seeds_label(n)}" if np.isfinite(v) else ""
+                        for v, n in zip(row, seeds, strict=True)]
+                       for row, seeds in zip(shown, cells.seeds, strict=True)], dtype=object)
     sns.heatmap(np.where(missing, 0.0, shown), mask=missing, annot=labels, fmt="", cmap="viridis",
                 cbar=bool(finite.size), ax=ax, xticklabels=names, yticklabels=names, annot_kws={"fontsize": 7},
-                cbar_kws={"fraction": 0.046, "pad": 0.04}, **scale)
+                cbar_kws={"fraction": 0.046, "pad": 0.04}, linewidths=1.5, linecolor="white", **scale)
+    ax.set_facecolor("0.95")
+    width = P.text_width(ax, P.NOTE_FONTSIZE, 0.8 / len(HEATMAP_ORDER))
     for i, j in np.argwhere(missing):
-        ax.text(j + 0.5, i + 0.5, P.NO_RUNS if not any_runs[i, j] else "no data", ha="center", va="center",
-                fontsize=7, color="0.4")
+        note = cells.notes[i, j] or ("≤ 0 (log colour scale)" if log else "no data")
+        ax.text(j + 0.5, i + 0.5, P.wrap_lines([note], width), ha="center", va="center", fontsize=P.NOTE_FONTSIZE,
+                color="0.35", gid=P.NOTE_GID)
     ax.set_title(title)
     ax.grid(False)
     ax.set_xlabel("inference dtype")
@@ -414,36 +528,33 @@ def _heatmap(ax, values: np.ndarray, title: str, fmt: str, log: bool, any_runs: 
 
 
 def build_ablation(data: FigureData, scale: str):
-    """Return the precision ablation: reward and KL over steps per arm, and train × infer heat-maps."""
+    """Return the precision ablation: reward and KL over steps per arm, and train × infer heat-maps whose cells
+    give the mean over seeds and the seed count, or why the cell is empty."""
     pairs = panel_arms(data.specs(scale), "ablation")
+    arms = [data.arm_runs(scale, spec, arm, P.precision_label(arm.train, arm.infer)) for spec, arm in pairs]
     fig, axes = P.new_figure(2, 2, panel_size=(4.2, 2.8), gap=(1.4, 0.85), top=1.15, right=0.7)
-    legend: dict[str, tuple] = {}
-    any_runs = np.zeros((len(HEATMAP_ORDER), len(HEATMAP_ORDER)), dtype=bool)
+    drew = [False] * len(arms)
+    looks = [(P.PRECISION_COLORS.get(a.arm.train, "0.3"), P.INFER_LINESTYLES.get(a.arm.infer, "-")) for a in arms]
     for ax, quantity, log in ((axes[0, 0], M.REWARD_Q, False), (axes[0, 1], M.TOKEN_KL_Q, True)):
         ax.set_title(quantity.label)
         ax.set_xlabel(STEPS)
-        had_runs = drew = False
-        for spec, arm in pairs:
-            runs = data.runs(scale, spec.name, arm)
-            any_runs[HEATMAP_ORDER.index(arm.train), HEATMAP_ORDER.index(arm.infer)] |= bool(runs)
-            had_runs |= bool(runs)
-            curves = data.curves(scale, runs, quantity)
-            if log:
-                ax.set_yscale("log")
-                curves = [c[c > 0] for c in curves]
-            color = P.PRECISION_COLORS.get(arm.train, "0.3")
-            style = P.INFER_LINESTYLES.get(arm.infer, "-")
-            if P.draw_training_curve(ax, curves, color, P.precision_label(arm.train, arm.infer), style):
-                drew = True
-                legend[P.precision_label(arm.train, arm.infer)] = (color, style)
-        _finish_panel(ax, drew, had_runs, quantity.label)
-    cells = _ablation_cells(data, scale, pairs)
-    _heatmap(axes[1, 0], cells["reward"], "Final training reward (trailing mean)", ".2f", False, any_runs)
-    _heatmap(axes[1, 1], cells["kl"], "Median KL[μ‖π] per token", ".1e", True, any_runs)
-    P.figure_legend(fig, legend)
+        if log:
+            ax.set_yscale("log")
+        seeds = []
+        for arm, (color, style) in zip(arms, looks, strict=True):
+            curves = data.curves(scale, list(arm.finished), quantity)
+            seeds.append(P.draw_training_curve(ax, [c[c > 0] for c in curves] if log else curves, color, arm.label,
+                                               style))
+        drew = [d or bool(n) for d, n in zip(drew, seeds, strict=True)]
+        finish_panel(ax, arms, seeds, scale, quantity.label, legend_has_seeds=True)
+    _heatmap(axes[1, 0], heat_cells(data, scale, arms, M.REWARD_Q, _final_reward),
+             "Final training reward (trailing mean)", ".2f", False)
+    _heatmap(axes[1, 1], heat_cells(data, scale, arms, M.TOKEN_KL_Q, _median), "Median KL[μ‖π] per token", ".1e",
+             True)
+    shared_legend(fig, arms, looks, drew, scale)
     P.add_caption(fig, FIGURE_TITLES["ablation_precision"], scale,
                   "Colour: training dtype; line style: inference dtype (solid BF16, dashed FP16, dotted FP32). "
-                  "Heat-maps: mean over seeds. " + CURVE_NOTE)
+                  "Heat-maps: mean over seeds, with the seed count. " + CURVE_NOTE)
     return fig
 
 
@@ -451,7 +562,7 @@ def _by_fork_setting(spec: ExperimentSpec, arm: PrecisionArm) -> tuple[str, str,
     verl_defaults = spec.variant_of is not None  # the fork-settings run is the paper's; the other is its variant
     setting = "verl defaults" if verl_defaults else "fork settings"
     return (P.PRECISION_COLORS.get(arm.train, "0.3"), "--" if verl_defaults else "-",
-            f"{P.precision_label(arm.train, arm.infer)}, {setting}")
+            f"{P.precision_label(arm.train, arm.infer)} ({setting})")
 
 
 def build_fork_ablation(data: FigureData, scale: str):
@@ -459,7 +570,7 @@ def build_fork_ablation(data: FigureData, scale: str):
     colour by precision, solid for the fork's settings (the paper's runs) and dashed for verl's defaults."""
     columns = [
         ("Rewards", _training(data, scale, M.REWARD_Q)),
-        (_val_title(data, scale, FORK_ABLATION_PANEL, 0), _validation(data, scale, 0)),
+        _validation_column(data, scale, FORK_ABLATION_PANEL, 0),
         ("KL[μ‖π] per token", _training(data, scale, M.TOKEN_KL_Q, log=True)),
     ]
     fig = _algorithm_row(data, scale, FORK_ABLATION_PANEL, columns, look=_by_fork_setting)

@@ -1,5 +1,6 @@
-"""The one plotting module: style, colours, curve drawing (faint raw + bold EMA, seed bands), the "no runs" panel,
-captions that name the scale, atomic PNG + PDF saving, and the drawing of Fig. 5 (offline mismatch).
+"""The one plotting module: style, colours, curve drawing (faint raw + bold EMA, seed bands), panel notes (across a
+panel that draws nothing, in the freest corner of one that draws, under the legend of a figure), captions that name
+the scale, atomic PNG + PDF saving, and the drawing of Fig. 5 (offline mismatch).
 
 Colours follow the paper (docs/figures.md#styling): BF16 blue, FP16 green (FP32 a third colour); in
 multi-algorithm plots tab10 in the order GRPO, Token-TIS, Seq-MIS, GSPO, PG-Seq-IS (algorithms.ALGORITHMS order).
@@ -76,61 +77,144 @@ def new_figure(nrows: int, ncols: int, panel_size: tuple[float, float] = (3.0, 2
     return fig, axes
 
 
-def mark_empty(ax: plt.Axes, text: str = NO_RUNS) -> None:
-    """Write ``text`` (default "no runs") across an empty panel and hide its ticks."""
-    ax.text(0.5, 0.5, "\n".join(textwrap.wrap(text, 28)), transform=ax.transAxes, ha="center", va="center",
-            fontsize=9, color="0.45")
+EMPTY_GID = "empty-panel"  # the artist id of the text across a panel that draws nothing
+NOTE_GID = "panel-note"  # the artist id of a drawn panel's corner note
+EMPTY_FONTSIZE, NOTE_FONTSIZE = 8.0, 6.5
+
+
+def seeds_label(n: int) -> str:
+    """Return how a panel counts an arm's seeds: "1 seed", "3 seeds"."""
+    return f"{n} seed" if n == 1 else f"{n} seeds"
+
+
+def wrap_lines(lines: list[str], width: int) -> str:
+    """Return ``lines`` wrapped to ``width`` characters each (never inside a word or at a hyphen), one text."""
+    out = []
+    for line in lines:
+        out += textwrap.wrap(line, width, break_long_words=False, break_on_hyphens=False) or [""]
+    return "\n".join(out)
+
+
+def text_width(ax: plt.Axes, fontsize: float, share: float = 0.9) -> int:
+    """Return how many characters at ``fontsize`` fit on ``share`` of the panel's width."""
+    inches = ax.get_position().width * ax.figure.get_figwidth() * share
+    return max(16, int(inches * 72 / (0.55 * fontsize)))
+
+
+def mark_empty(ax: plt.Axes, text: str | list[str] = NO_RUNS) -> None:
+    """Write ``text`` (default "no runs"; a list: one paragraph each) across a panel that draws nothing and hide its
+    ticks."""
+    lines = [text] if isinstance(text, str) else list(text)
+    ax.text(0.5, 0.5, wrap_lines(lines, text_width(ax, EMPTY_FONTSIZE, 0.92)), transform=ax.transAxes, ha="center",
+            va="center", fontsize=EMPTY_FONTSIZE, color="0.35", gid=EMPTY_GID, linespacing=1.3)
     ax.set_xticks([])
     ax.set_yticks([])
+    ax.set_yticks([], minor=True)
     ax.grid(False)
 
 
-def corner_note(ax: plt.Axes, text: str) -> None:
-    """Write a small note (a panel's seed counts) in the lower-right corner of a drawn panel."""
-    if text:
-        ax.text(0.98, 0.03, "\n".join(textwrap.wrap(text, 40)), transform=ax.transAxes, ha="right", va="bottom",
-                fontsize=7, color="0.3", bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "0.8", "alpha": 0.8})
+# Where a drawn panel's note may go, in axes fractions: (x, y, ha, va), lower right first.
+NOTE_CORNERS = ((0.98, 0.03, "right", "bottom"), (0.98, 0.97, "right", "top"), (0.02, 0.03, "left", "bottom"),
+                (0.02, 0.97, "left", "top"))
+
+
+def _densify(xy: np.ndarray, per_segment: int = 8) -> np.ndarray:
+    """Return ``xy`` with points added along each segment, so that a sparse line (evaluation points) counts where
+    it runs, not only where its points are."""
+    if len(xy) < 2 or len(xy) > 500:
+        return xy
+    t = np.linspace(0, len(xy) - 1, (len(xy) - 1) * per_segment + 1)
+    return np.column_stack([np.interp(t, np.arange(len(xy)), xy[:, k]) for k in range(2)])
+
+
+def _drawn_points(ax: plt.Axes) -> np.ndarray:
+    """Return the vertices of the panel's lines and bands in axes fractions (n × 2)."""
+    ax.autoscale_view()
+    chunks = [_densify(np.asarray(line.get_xydata(), dtype=float)) for line in ax.get_lines()]
+    chunks += [path.vertices for coll in ax.collections for path in coll.get_paths()]
+    chunks = [c for c in chunks if c.size]
+    if not chunks:
+        return np.empty((0, 2))
+    points = np.concatenate(chunks)
+    points = points[np.isfinite(points).all(axis=1)]
+    return (ax.transData + ax.transAxes.inverted()).transform(points) if len(points) else points
+
+
+def emptiest_corner(ax: plt.Axes, size: tuple[float, float]) -> tuple[float, float, str, str]:
+    """Return the corner of NOTE_CORNERS whose ``size`` (axes fractions) box covers the fewest drawn points."""
+    points = _drawn_points(ax)
+    w, h = size
+
+    def covered(corner) -> int:
+        x, y, ha, va = corner
+        x0, y0 = (x - w if ha == "right" else x), (y - h if va == "top" else y)
+        inside = (points[:, 0] >= x0) & (points[:, 0] <= x0 + w) & (points[:, 1] >= y0) & (points[:, 1] <= y0 + h)
+        return int(inside.sum())
+
+    return min(NOTE_CORNERS, key=covered)
+
+
+def corner_note(ax: plt.Axes, lines: list[str]) -> None:
+    """Write a drawn panel's note (seeds per arm, why other arms are missing), one paragraph per line, in the
+    corner its curves leave freest."""
+    if not lines:
+        return
+    width = text_width(ax, NOTE_FONTSIZE, 0.62)
+    text = wrap_lines(lines, width)
+    box = (min(0.62, max(len(t) for t in text.split("\n")) / width * 0.62),
+           (text.count("\n") + 1) * NOTE_FONTSIZE * 1.4 / 72 / (ax.get_position().height * ax.figure.get_figheight()))
+    x, y, ha, va = emptiest_corner(ax, box)
+    ax.text(x, y, text, transform=ax.transAxes, ha=ha, va=va, multialignment="left", fontsize=NOTE_FONTSIZE,
+            color="0.25", gid=NOTE_GID, zorder=5,
+            bbox={"boxstyle": "round,pad=0.25", "fc": "white", "ec": "0.8", "alpha": 0.85})
 
 
 def panel_note(ax: plt.Axes) -> str | None:
-    """Return the "no runs"/"no data" text of a panel marked empty, or None (tests and callers use it)."""
+    """Return the text across a panel marked empty (``mark_empty``), or None when the panel drew something."""
     for text in ax.texts:
-        if text.get_text().startswith((NO_RUNS, "no data")):
+        if text.get_gid() == EMPTY_GID:
             return text.get_text()
     return None
 
 
-def draw_training_curve(ax: plt.Axes, curves: list[pd.Series], color, label: str, linestyle: str = "-",
-                        raw: bool = True) -> bool:
+def panel_texts(ax: plt.Axes | plt.Figure) -> list[str]:
+    """Return the notes of a panel (empty-panel text, corner note) or of a figure (header note) with their line wraps
+    undone, for reading back."""
+    return [" ".join(t.get_text().split()) for t in ax.texts if t.get_gid() in (EMPTY_GID, NOTE_GID)]
+
+
+def draw_training_curve(ax: plt.Axes, curves: list[pd.Series], color, label: str, linestyle: str = "-") -> int:
     """Draw one arm's training curve: faint raw mean, bold EMA mean, min–max band over seeds' EMAs.
 
-    ``curves`` holds one series per seed. Returns False (drawing nothing) when no curve has data.
+    ``curves`` holds one series per seed. Returns how many seeds it drew (0: no curve has data, nothing drawn).
     """
     curves = [c for c in curves if c is not None and not c.empty]
     if not curves:
-        return False
+        return 0
     band = aggregate([ema(c) for c in curves])
-    if raw:
-        raw_mean = aggregate(curves)
-        ax.plot(raw_mean.steps, raw_mean.mean, color=color, alpha=RAW_ALPHA, linewidth=0.7, linestyle=linestyle)
+    raw_mean = aggregate(curves)
+    ax.plot(raw_mean.steps, raw_mean.mean, color=color, alpha=RAW_ALPHA, linewidth=0.7, linestyle=linestyle)
     if band.n_seeds > 1:
         ax.fill_between(band.steps, band.low, band.high, color=color, alpha=BAND_ALPHA, linewidth=0)
         label = f"{label} (n={band.n_seeds})"
     ax.plot(band.steps, band.mean, color=color, linewidth=1.6, label=label, linestyle=linestyle)
-    return True
+    return band.n_seeds
 
 
-def draw_eval_curve(ax: plt.Axes, curves: list[pd.Series], color, label: str, linestyle: str = "-") -> bool:
-    """Draw one arm's evaluation curve: unsmoothed points at each evaluation, mean and min–max band over seeds."""
+def draw_eval_curve(ax: plt.Axes, curves: list[pd.Series], color, label: str, linestyle: str = "-") -> int:
+    """Draw one arm's evaluation curve: unsmoothed points at each evaluation, mean and min–max band over seeds.
+
+    Returns how many seeds it drew (0: no curve has data, nothing drawn).
+    """
     band = aggregate(curves)
     if band is None:
-        return False
+        return 0
     if band.n_seeds > 1:
         ax.fill_between(band.steps, band.low, band.high, color=color, alpha=BAND_ALPHA, linewidth=0)
         label = f"{label} (n={band.n_seeds})"
     ax.plot(band.steps, band.mean, color=color, linewidth=1.2, marker="o", markersize=2.5, label=label,
             linestyle=linestyle)
-    return True
+    return band.n_seeds
 
 
 def add_caption(fig: plt.Figure, title: str, scale: str, notes: str = "") -> None:
@@ -144,15 +228,39 @@ def add_caption(fig: plt.Figure, title: str, scale: str, notes: str = "") -> Non
              color="0.3")
 
 
+LEGEND_FROM_TOP = 0.38  # inches from the figure's top edge to the shared legend's top
+HEADER_LINE = 0.14  # inches per line of a header note at NOTE_FONTSIZE + 0.5
+
+
 def figure_legend(fig: plt.Figure, handles_labels: dict[str, tuple]) -> None:
-    """Draw one legend for the whole figure from label → (color, linestyle)."""
+    """Draw one legend for the whole figure from label → (color, linestyle), in as many columns as fit its width."""
     if not handles_labels:
         return
     from matplotlib.lines import Line2D
 
     handles = [Line2D([], [], color=c, linestyle=ls, linewidth=1.8) for c, ls in handles_labels.values()]
-    fig.legend(handles, list(handles_labels), loc="upper center", ncol=min(len(handles), 6), frameon=False,
-               bbox_to_anchor=(0.5, 1 - 0.38 / fig.get_figheight()))
+    entry = max(len(label) for label in handles_labels) * 0.56 * 7 / 72 + 0.6  # inches: text at 7 pt + handle
+    ncol = max(1, min(len(handles), 6, int(fig.get_figwidth() / entry)))
+    fig.legend(handles, list(handles_labels), loc="upper center", ncol=ncol, frameon=False,
+               bbox_to_anchor=(0.5, 1 - LEGEND_FROM_TOP / fig.get_figheight()))
+
+
+def header_note(fig: plt.Figure, lines: list[str]) -> None:
+    """Write ``lines`` centred under the figure's legend (what no panel draws, and why), growing the top margin to
+    make room; the panels keep their size."""
+    if not lines:
+        return
+    size = NOTE_FONTSIZE + 0.5
+    text = wrap_lines(lines, int(fig.get_figwidth() * 0.8 * 72 / (0.56 * size)))
+    extra = HEADER_LINE * (text.count("\n") + 1) + 0.05
+    height, pars = fig.get_figheight(), fig.subplotpars
+    top_in, bottom_in = (1 - pars.top) * height, pars.bottom * height
+    fig.set_figheight(height + extra)
+    fig.subplots_adjust(top=1 - (top_in + extra) / (height + extra), bottom=bottom_in / (height + extra))
+    for legend in fig.legends:
+        legend.set_bbox_to_anchor((0.5, 1 - LEGEND_FROM_TOP / (height + extra)))
+    fig.text(0.5, 1 - (LEGEND_FROM_TOP + 0.24) / (height + extra), text, ha="center", va="top", fontsize=size,
+             color="0.25", gid=NOTE_GID)
 
 
 def save_figure(fig: plt.Figure, png_path: Path) -> tuple[Path, Path]:
@@ -219,8 +327,9 @@ def draw_seq_mismatch(ax: plt.Axes, data: OfflineMismatch | None, dtype: str) ->
         grid = np.linspace(0, x.max(), 50)
         intercept = np.polyfit(x, data.log_ratio, 1)[1]
         ax.plot(grid, data.slope_per_1k * grid + intercept, color="black", linewidth=1.3)
-    ax.text(0.03, 0.05, f"Slope = {data.slope_per_1k:.3g}, KL[μ|π] = {data.seq_kl:.3g}", transform=ax.transAxes,
-            fontsize=8, bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "edgecolor": "0.6"})
+    box = f"Slope = {data.slope_per_1k:.3g}, KL[μ|π] = {data.seq_kl:.3g}\n{len(data.lengths)} sequences"
+    ax.text(0.03, 0.05, box, transform=ax.transAxes, fontsize=8,
+            bbox={"boxstyle": "round", "facecolor": "white", "alpha": 0.85, "edgecolor": "0.6"})
     ax.set_xlabel("response length (K tokens)")
     ax.set_ylabel("log(π/μ) per sequence")
 

@@ -1,19 +1,57 @@
-"""The paper's figures: panels come from the registry; missing runs or metrics show in the panel, never crash."""
+"""The paper's figures: panels come from the registry; every panel states each arm's seeds or why it is missing."""
+
+import re
+import socket
 
 import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 
 from precision_rl import metrics as M
 from precision_rl.analysis import figures as F
 from precision_rl.analysis import logs
 from precision_rl.analysis import plotting as P
 from precision_rl.analysis.synthetic import run_records, write_run
-from precision_rl.config.registry import load_all, select
+from precision_rl.cli import _decide_and_select, build_parser
+from precision_rl.config.registry import load_all
+from precision_rl.tiny.data import VAL_RECIPE
+
+RUN_FIGURES = [name for name in F.FIGURES if name not in ("fig5_offline_mismatch", "effect_mismatch_scaling")]
 
 
 @pytest.fixture(scope="module")
 def specs():
     return load_all("tiny")
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    P.plt.close("all")
+
+
+def _panels(fig) -> dict:
+    return {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+
+
+def _legend(fig) -> list[str]:
+    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+def _records(steps: int, precision: str, rng, drop: tuple[str, ...] = ()) -> list[dict]:
+    records = run_records(steps, precision, rng, n_metrics=0, val_sets=(VAL_RECIPE,), test_freq=5)
+    return [{"step": r["step"], "data": {k: v for k, v in r["data"].items() if k not in drop}} for r in records]
+
+
+def _died() -> dict:
+    """Return manifest fields of a run marked running whose launcher (on this host) is gone: status ``died``."""
+    gone = {"pid": 2**22 + 12345, "started": 0.0, "host": socket.gethostname()}
+    return {"status": "running", "attempts": [{"attempt": 0, "metrics": "metrics.jsonl", "status": "running",
+                                               "launcher": gone}]}
+
+
+def _data(root):
+    return F.FigureData(logs.load_runs([root], progress=False), root / "mismatch")
 
 
 def test_panels_come_from_the_registry(specs):
@@ -29,38 +67,148 @@ def test_panels_come_from_the_registry(specs):
 
 
 @pytest.mark.parametrize("scale", ["tiny", "paper"])
-def test_no_runs_anywhere_shows_no_runs(tmp_path, scale):
+def test_without_runs_every_panel_says_why_and_every_figure_its_scale(tmp_path, scale):
     data = F.FigureData(logs.build_table([]), tmp_path / "mismatch")
+    why = "not run yet — make grid GRID='" if scale == "tiny" else F.NEEDS_GPUS
     for name, build in F.FIGURES.items():
         fig = build(data, scale)
-        panels = [P.panel_note(ax) for ax in fig.axes if ax.get_visible() and ax.axison]
-        if name == "ablation_precision":  # two curve panels + heat-maps whose cells say "no runs"
-            assert panels[:2] == ["no runs", "no runs"]
-            assert sum(t.get_text() == "no runs" for ax in fig.axes for t in ax.texts) >= 2 + 2 * 9
-        else:
-            assert panels and all(n.startswith("no runs") for n in panels), name
-        assert P.scale_label(scale) in fig._suptitle.get_text()
-        P.plt.close(fig)
+        assert P.scale_label(scale) in fig._suptitle.get_text(), name
+        assert any(f"Scale: {P.scale_label(scale)}." in t.get_text() for t in fig.texts), name
+        panels = [ax for ax in fig.axes if ax.get_visible() and ax.axison and ax.get_title()]
+        notes = [P.panel_note(ax) for ax in panels]
+        if name not in RUN_FIGURES:  # offline mismatch results, not runs of the grid
+            assert notes and all(n == P.NO_RUNS for n in notes), name
+            continue
+        curve_panels = [ax for ax in panels if not ax.get_title().startswith(("Final", "Median", "Validation set"))]
+        assert curve_panels and all(why in " ".join(P.panel_texts(ax)) for ax in curve_panels), name
+    assert P.scale_label("tiny") == "tiny scale (CPU)"
 
 
-def test_a_missing_run_is_no_runs_and_a_missing_metric_is_no_data(tmp_path):
-    steps = range(1, 11)
-    write_run(tmp_path, "tiny", "sanity/grpo", "fp16", 1,
-              [[{"step": s, "data": {M.REWARD: 0.5 + s / 40, M.TOKEN_KL_K3: 1e-5}} for s in steps]])
-    data = F.FigureData(logs.load_runs([tmp_path], progress=False), tmp_path / "mismatch")
-    fig = F.build_fig1(data, "tiny")
-    notes = {ax.get_title(): P.panel_note(ax) for ax in fig.axes if ax.axison}
-    assert notes["(a) Sanity GRPO"] is None  # drawn
-    assert notes["(b) Sanity GRPO-Token-TIS"] == "no runs: make grid\nGRID='sanity/grpo_token_tis'"
-    assert sum((n or "").startswith("no runs") for n in notes.values()) == 11
-    seeds = [t.get_text() for t in fig.axes[0].texts]
-    assert seeds == ["seeds: FP16 1; BF16: not run yet"]  # the drawn arm's seed count and the missing arm
-    fig2 = F.build_fig2(data, "tiny")  # the run logged no validation metric
-    assert P.panel_note(fig2.axes[0]).startswith("no data")
+def test_seed_counts_for_one_and_three_seeds(tmp_path):
+    rng = np.random.default_rng(0)
+    for seed in (1, 7, 42):
+        for name in ("sanity/grpo", "ablation/precision"):
+            write_run(tmp_path, "tiny", name, "fp16", seed, [_records(10, "fp16", rng)])
+    for name in ("sanity/grpo", "sanity/grpo_seq_mis", "ablation/precision"):
+        write_run(tmp_path, "tiny", name, "bf16", 42, [_records(10, "bf16", rng)])
+    data = _data(tmp_path)
+
+    for build in (F.build_fig1, F.build_fig2):  # per-panel notes: panels draw different runs
+        fig = build(data, "tiny")
+        grpo = next(ax for title, ax in _panels(fig).items() if title.endswith("Sanity GRPO"))
+        assert P.panel_texts(grpo) == ["FP16: 3 seeds BF16: 1 seed"]
+        seq_mis = next(ax for title, ax in _panels(fig).items() if title.endswith("Sanity GRPO-Seq-MIS"))
+        assert "BF16: 1 seed" in P.panel_texts(seq_mis)[0]
+
+    fig3 = F.build_fig3(data, "tiny")  # one legend for the row: every panel draws the same runs
+    assert _legend(fig3) == ["BF16 GRPO: 1 seed", "BF16 GRPO-Seq-MIS: 1 seed"]
     fig4 = F.build_fig4(data, "tiny")
-    assert P.panel_note(fig4.axes[0]) is None and P.panel_note(fig4.axes[1]).startswith("no data")
-    assert "none at this scale" in fig4.axes[3].get_title()  # the tiny sanity set has one validation set
-    P.plt.close("all")
+    assert _legend(fig4) == ["FP16 GRPO: 3 seeds"]
+    assert all(P.panel_texts(ax) == [] for ax in fig4.axes[:3])  # nothing short of the legend
+
+    ablation = F.build_ablation(data, "tiny")
+    assert _legend(ablation) == ["BF16: 1 seed", "FP16: 3 seeds"]
+    reward_map = _panels(ablation)["Final training reward (trailing mean)"]
+    cells = [t.get_text() for t in reward_map.texts]
+    assert any(c.endswith("\n3 seeds") for c in cells) and any(c.endswith("\n1 seed") for c in cells)
+    assert sum(c == "not run yet" for c in cells) == 7
+
+
+def test_each_missing_arm_says_why(tmp_path):
+    rng = np.random.default_rng(1)
+    write_run(tmp_path, "tiny", "sanity/grpo", "fp16", 42, [_records(10, "fp16", rng)])
+    write_run(tmp_path, "tiny", "sanity/grpo", "bf16", 42, [_records(6, "bf16", rng)], manifest=_died())
+    write_run(tmp_path, "tiny", "sanity/gspo", "fp16", 42, [_records(4, "fp16", rng)], status="failed")
+    write_run(tmp_path, "tiny", "sanity/grpo_seq_mis", "fp16", 42, [_records(10, "fp16", rng, drop=(M.REWARD,))])
+    write_run(tmp_path, "tiny", "sanity/grpo_seq_mis", "bf16", 42, [_records(10, "bf16", rng)])
+    data = _data(tmp_path)
+    fig = F.build_fig1(data, "tiny")
+    panels = _panels(fig)
+
+    grpo = panels["(a) Sanity GRPO"]  # one arm draws, the other is noted
+    assert P.panel_note(grpo) is None
+    assert P.panel_texts(grpo) == ["FP16: 1 seed BF16: run unfinished (died)"]
+    colors = {to_hex(line.get_color()) for line in grpo.get_lines()}
+    assert colors == {P.PRECISION_COLORS["fp16"]}  # the died run is not drawn as if complete
+    assert data.read == {("tiny", "sanity.grpo-fp16-s42"), ("tiny", "sanity.grpo_seq_mis-bf16-s42"),
+                         ("tiny", "sanity.grpo_seq_mis-fp16-s42")}  # runs.json names the drawn runs only
+
+    gspo = P.panel_texts(panels["(d) Sanity GSPO"])
+    assert gspo == ["FP16: run unfinished (failed) BF16: not run yet — make grid GRID='sanity/gspo' SCALE=tiny"]
+    assert P.panel_note(panels["(d) Sanity GSPO"]) is not None  # nothing drawn: the note spans the panel
+
+    seq_mis = P.panel_texts(panels["(c) Sanity GRPO-Seq-MIS"])
+    assert seq_mis == [f"BF16: 1 seed FP16: no data ({M.REWARD} not logged)"]
+
+    fig2 = F.build_fig2(data, "tiny")
+    assert "FP16: no data" not in " ".join(P.panel_texts(_panels(fig2)["(c) Sanity GRPO-Seq-MIS"]))
+
+    fig3 = F.build_fig3(data, "tiny")  # row figures: what drew nowhere is said under the shared legend
+    header = P.panel_texts(fig3)
+    assert header == ["BF16 GRPO: run unfinished (died) BF16 GRPO-Token-TIS, BF16 GSPO, FP16 PG-Seq-IS: not run yet"
+                      " — make grid GRID='sanity/grpo_token_tis sanity/gspo sanity/pg_seq_is' SCALE=tiny"]
+    assert _legend(fig3) == ["BF16 GRPO-Seq-MIS: 1 seed"]
+
+
+def test_paper_scale_without_runs_needs_gpus(tmp_path):
+    rng = np.random.default_rng(2)
+    write_run(tmp_path, "paper", "sanity/grpo", "fp16", 42, [_records(10, "fp16", rng)])
+    fig = F.build_fig1(_data(tmp_path), "paper")
+    assert P.panel_texts(_panels(fig)["(a) Sanity GRPO"]) == [f"FP16: 1 seed BF16: {F.NEEDS_GPUS}"]
+    assert P.panel_texts(_panels(fig)["(l) Dense-14B DAPO"]) == [f"FP16, BF16: {F.NEEDS_GPUS}"]
+    assert F.NEEDS_GPUS == "not run (paper scale needs GPUs)"
+
+
+def test_a_row_panel_notes_an_arm_short_of_its_legend(tmp_path):
+    rng = np.random.default_rng(3)
+    for seed in (1, 7):
+        write_run(tmp_path, "tiny", "sanity/grpo", "bf16", seed, [_records(10, "bf16", rng)])
+    write_run(tmp_path, "tiny", "sanity/grpo", "bf16", 42, [_records(10, "bf16", rng, drop=(M.PROBS_DIFF_ABS_MEAN,))])
+    fig = F.build_fig3(_data(tmp_path), "tiny")
+    assert _legend(fig)[0] == "BF16 GRPO: 3 seeds"
+    assert P.panel_texts(_panels(fig)["Mean[Abs(π − μ)]"]) == ["BF16 GRPO: 2 of 3 seeds"]
+    assert P.panel_texts(_panels(fig)["Rewards"]) == []
+
+
+def test_the_not_run_yet_command_is_one_make_grid_accepts(tmp_path):
+    data = F.FigureData(logs.build_table([]), tmp_path / "mismatch")
+    checked = 0
+    for build, scale in ((F.build_fig1, "tiny"), (F.build_fig3, "tiny"), (F.build_ablation, "tiny")):
+        fig = build(data, scale)
+        for ax in fig.axes:
+            for text in P.panel_texts(ax):
+                match = re.search(r"make grid GRID='([^']*)' SCALE=(\w+)", text)
+                if not match:
+                    continue
+                # the Makefile passes each word of GRID to the grid command, quoted: $(foreach g,$(GRID),'$(g)')
+                args = build_parser().parse_args(["grid", *match[1].split(), "--scale", match[2], "--dry-run"])
+                args.overrides = []
+                _, selected, _ = _decide_and_select(args)
+                chosen = {spec.name for spec, _ in selected}
+                assert chosen == set(match[1].split()), text
+                checked += 1
+    assert checked == 12 + 5 + 2
+
+
+def test_colours_and_styles_follow_the_paper(tmp_path):
+    assert P.PRECISION_COLORS["bf16"] == "#1f77b4" and P.PRECISION_COLORS["fp16"] == "#2ca02c"  # tab10 blue, green
+    assert list(P.ALGORITHM_COLORS)[:5] == ["grpo", "grpo_token_tis", "grpo_seq_mis", "gspo", "pg_seq_is"]
+    rng = np.random.default_rng(4)
+    for precision in ("fp16", "bf16"):
+        write_run(tmp_path, "tiny", "sanity/grpo", precision, 42, [_records(20, precision, rng)])
+    data = _data(tmp_path)
+    reward = F.build_fig1(data, "tiny").axes[0]
+    for precision in ("fp16", "bf16"):
+        lines = [ln for ln in reward.get_lines() if to_hex(ln.get_color()) == P.PRECISION_COLORS[precision]]
+        raw, smooth = sorted(lines, key=lambda ln: ln.get_linewidth())
+        assert raw.get_alpha() == P.RAW_ALPHA and smooth.get_alpha() is None  # faint raw, bold smoothed
+        assert smooth.get_linewidth() > 2 * raw.get_linewidth()
+    evaluation = F.build_fig2(data, "tiny").axes[0]
+    for line in evaluation.get_lines():
+        assert line.get_marker() == "o" and len(line.get_xdata()) == 5  # points at steps 1, 5, 10, 15, 20: unsmoothed
+    fig3 = F.build_fig3(data, "tiny")
+    colors = {to_hex(ln.get_color()) for ln in fig3.axes[0].get_lines()}
+    assert colors == {to_hex(P.ALGORITHM_COLORS["grpo"])}
 
 
 def test_draw_figure_rejects_unknown_names(tmp_path):
@@ -80,30 +228,16 @@ def test_fork_ablation_draws_both_settings_in_both_precisions(tmp_path, specs):
     for name in ("sanity/grpo", "ablation/fork_changes"):
         write_run(tmp_path, "tiny", name, "bf16", 1,
                   [[{"step": s, "data": {M.REWARD: 0.5 + s / 40, M.TOKEN_KL_K3: 1e-5}} for s in steps]])
-    data = F.FigureData(logs.load_runs([tmp_path], progress=False), tmp_path / "mismatch")
-    fig = F.build_fork_ablation(data, "tiny")
+    fig = F.build_fork_ablation(_data(tmp_path), "tiny")
     reward = fig.axes[0]
     assert P.panel_note(reward) is None
-    styles = {line.get_label(): line.get_linestyle() for line in reward.get_lines() if not line.get_label().startswith("_")}
-    assert styles.get("BF16, fork settings") == "-" and styles.get("BF16, verl defaults") == "--", styles
-    P.plt.close("all")
+    styles = {line.get_label(): line.get_linestyle() for line in reward.get_lines()
+              if not line.get_label().startswith("_")}
+    assert styles.get("BF16 (fork settings)") == "-" and styles.get("BF16 (verl defaults)") == "--", styles
+    assert sorted(_legend(fig)) == ["BF16 (fork settings): 1 seed", "BF16 (verl defaults): 1 seed"]
 
 
-def test_seed_note_and_grid_command():
-    assert F.seed_note({"FP16": 3, "BF16": 1}, []) == "seeds: FP16 3, BF16 1"
-    assert F.seed_note({}, ["BF16"]) == "BF16: not run yet"
-    command = F.grid_command(["sanity/gspo", "sanity/gspo"], "tiny")
-    assert command == "make grid GRID='sanity/gspo'"
-    selector = command.split("GRID=")[1].strip("'")
-    assert [spec.name for spec in select([selector], "tiny")] == ["sanity/gspo"]  # the grid accepts it
-    assert F.grid_command(["moe/grpo_seq_mis"], "paper").endswith("SCALE=paper (GPU nodes)")
-
-
-def test_three_seeds_are_counted_per_arm(tmp_path):
-    rng = np.random.default_rng(0)
-    for seed in (1, 7, 42):
-        write_run(tmp_path, "tiny", "sanity/grpo", "fp16", seed, [run_records(5, "fp16", rng)])
-    write_run(tmp_path, "tiny", "sanity/grpo", "bf16", 1, [run_records(5, "bf16", rng)])
-    fig = F.build_fig1(F.FigureData(logs.load_runs([tmp_path], progress=False), tmp_path / "mismatch"), "tiny")
-    assert [t.get_text() for t in fig.axes[0].texts] == ["seeds: FP16 3, BF16 1"]
-    P.plt.close("all")
+def test_grid_command():
+    assert F.grid_command(["sanity/gspo", "sanity/gspo"], "tiny") == "make grid GRID='sanity/gspo' SCALE=tiny"
+    assert F.grid_command(["sanity/pg_seq_is", "sanity/gspo"], "paper") == \
+        "make grid GRID='sanity/gspo sanity/pg_seq_is' SCALE=paper"
