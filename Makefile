@@ -203,7 +203,7 @@ $(foreach f,$(FIGURES),$(eval $(call FIGURE_RULE,$(f))))
 figures: $(METRICS_TABLE) | $(STAMP) ## Redraw every figure at both scales into paper_figures/<scale>/ (PNG + PDF, local files only)
 	$(PY) -m precision_rl figures --results $(RESULTS) --mismatch $(MISMATCH_DIRS) --out $(FIG_DIR)
 
-tables: $(METRICS_TABLE) | $(STAMP) ## Write results/summary.{csv,md}: peak/final reward, collapse step, accuracy, mismatch per run
+tables: $(METRICS_TABLE) | $(STAMP) ## Write results/summary.{csv,md} (one row per run) and results/paper_comparison.{csv,md} (each panel beside the paper, with a verdict)
 	$(PY) -m precision_rl tables --results $(RESULTS)
 
 check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make check [RUN='sanity.grpo-fp16-s42 ...'] [SCALE=tiny]

@@ -81,13 +81,17 @@ def cmd_figures(args) -> int:
 
 
 def cmd_tables(args) -> int:
-    """Write results/summary.{csv,md} and print the Markdown; return 0."""
+    """Write results/summary.{csv,md} and results/paper_comparison.{csv,md}, print both Markdown tables; return 0."""
+    from precision_rl.analysis import paper_compare
     from precision_rl.analysis.tables import summarize, to_markdown, write_summary
 
     summary = summarize(_table(args))
-    csv_path, md_path = write_summary(summary, args.out or args.results)
+    comparison = paper_compare.compare_summary(summary)
+    written = write_summary(summary, args.out or args.results)
+    written += paper_compare.write_comparison(comparison, args.out or args.results)
     print(to_markdown(summary))
-    print(f"wrote {csv_path} and {md_path}", file=sys.stderr)
+    print(paper_compare.to_markdown(comparison))
+    print(f"wrote {', '.join(map(str, written))}", file=sys.stderr)
     return 0
 
 
@@ -182,7 +186,8 @@ def add_parsers(sub) -> None:
     figures.add_argument("--only", nargs="+", metavar="FIGURE", help="draw only these figures (names as under analysis/)")
     figures.set_defaults(func=cmd_figures)
 
-    tables = sub.add_parser("tables", help="write the per-run results table (summary.csv and summary.md)")
+    tables = sub.add_parser("tables", help="write the per-run results table (summary.csv and summary.md) and the "
+                                           "table beside the paper's values (paper_comparison.csv and .md)")
     _add_source(tables)
     tables.add_argument("--out", type=Path, help="output folder (default: the --results folder)")
     tables.set_defaults(func=cmd_tables)

@@ -128,10 +128,14 @@ def to_markdown(summary: pd.DataFrame) -> str:
     return "\n".join(parts)
 
 
+def write_csv_and_markdown(frame: pd.DataFrame, markdown: str, csv_path: Path, md_path: Path) -> tuple[Path, Path]:
+    """Write ``frame`` as CSV to ``csv_path`` and ``markdown`` to ``md_path``, each atomically; return both paths."""
+    with atomic_path(Path(csv_path)) as tmp:
+        frame.to_csv(tmp, index=False)
+    return Path(csv_path), atomic_write_text(Path(md_path), markdown)
+
+
 def write_summary(summary: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
     """Write ``summary.csv`` and ``summary.md`` into ``out_dir`` atomically; return both paths."""
-    out_dir = Path(out_dir)
-    with atomic_path(out_dir / SUMMARY_CSV) as tmp:
-        summary.to_csv(tmp, index=False)
-    md = atomic_write_text(out_dir / SUMMARY_MD, to_markdown(summary))
-    return out_dir / SUMMARY_CSV, md
+    return write_csv_and_markdown(summary, to_markdown(summary), Path(out_dir) / SUMMARY_CSV,
+                                  Path(out_dir) / SUMMARY_MD)

@@ -5,9 +5,11 @@ import json
 import shutil
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from precision_rl import paths
+from precision_rl.analysis import paper_compare
 from precision_rl.analysis.figures import RUN_SOURCES, FigureData, draw_figure
 from precision_rl.analysis.logs import load_runs, publish_runs, run_dirs_under
 from precision_rl.analysis.synthetic import run_records, write_run
@@ -32,6 +34,17 @@ def test_every_committed_figure_names_only_published_runs():
                     assert all((run_dir / name).is_file() for name in (SUMMARY, TOKENS_CSV, SEQUENCES_CSV)), rel
                 else:
                     assert (run_dir / runs.MANIFEST).is_file() and runs.attempt_files(run_dir), rel
+
+
+def test_the_committed_comparison_with_the_paper_is_the_one_the_published_logs_give(tmp_path):
+    committed = paths.RESULTS_DIR / paper_compare.COMPARISON_CSV
+    assert committed.is_file(), f"{committed} is missing: write it with `make tables RUNS_DIR=results/logs`"
+    fresh_csv, fresh_md = paper_compare.write_comparison(
+        paper_compare.compare(load_runs(run_dirs_under(paths.LOGS_DIR))), tmp_path)
+    stale = "is stale: rewrite it with `make tables RUNS_DIR=results/logs`"
+    pd.testing.assert_frame_equal(pd.read_csv(fresh_csv), pd.read_csv(committed), check_exact=False, rtol=1e-9,
+                                  obj=f"{committed} {stale}")
+    assert fresh_md.read_text() == (paths.RESULTS_DIR / paper_compare.COMPARISON_MD).read_text(), f"the .md {stale}"
 
 
 @pytest.fixture
