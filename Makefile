@@ -212,6 +212,10 @@ check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make chec
 publish: | $(STAMP) ## Copy finished runs' manifest + metrics into results/logs/ (committed; figures redraw from them on a clone): make publish [RUN='sanity/*']
 	$(PY) -m precision_rl publish $(foreach r,$(CHECK_RUNS),'$(r)')
 
+.PHONY: published-results
+published-results: ## Redraw the committed figures and results/paper_comparison.* from results/logs alone (after make publish)
+	$(MAKE) figures tables RUNS_DIR=$(RESULTS)/logs
+
 publish-mismatch: | $(STAMP) ## Copy offline mismatch results (self pairs, tables as CSV) into results/logs/mismatch/: make publish-mismatch [RESULT='<model folder> ...']
 	$(PY) -m precision_rl publish-mismatch $(RESULT)
 

@@ -263,6 +263,10 @@ def header_note(fig: plt.Figure, lines: list[str]) -> None:
              color="0.25", gid=NOTE_GID)
 
 
+# No creation date, so that a redrawn figure is byte-identical to the committed one when its data is.
+REPRODUCIBLE_METADATA = {"png": {}, "pdf": {"CreationDate": None}}
+
+
 def save_figure(fig: plt.Figure, png_path: Path) -> tuple[Path, Path]:
     """Save ``fig`` as PNG at ``png_path`` and as PDF beside it, each atomically; close it; return both paths."""
     png_path = Path(png_path)
@@ -271,7 +275,7 @@ def save_figure(fig: plt.Figure, png_path: Path) -> tuple[Path, Path]:
     pdf_path = png_path.with_suffix(".pdf")
     for path, fmt in ((png_path, "png"), (pdf_path, "pdf")):
         with atomic_path(path) as tmp:
-            fig.savefig(tmp, format=fmt)
+            fig.savefig(tmp, format=fmt, metadata=REPRODUCIBLE_METADATA[fmt])
     plt.close(fig)
     return png_path, pdf_path
 

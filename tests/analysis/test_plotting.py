@@ -22,6 +22,12 @@ def test_save_figure_writes_png_and_pdf_atomically(tmp_path):
         P.save_figure(P.new_figure(1, 1)[0], tmp_path / "x.svg")
 
 
+def test_a_saved_pdf_carries_no_creation_date_so_redrawing_the_same_data_changes_no_byte(tmp_path):
+    fig, _ = P.new_figure(1, 1)
+    _, pdf = P.save_figure(fig, tmp_path / "x.png")
+    assert b"/CreationDate" not in pdf.read_bytes()
+
+
 def test_caption_and_empty_panel_text():
     fig, axes = P.new_figure(1, 1)
     P.add_caption(fig, "Fig. 1", "tiny", "notes here")
