@@ -53,6 +53,11 @@ def cache_root() -> Path:
     return Path(os.environ.get(CACHE_ENV, REPO_ROOT / ".cache")).resolve()
 
 
+def tiny_models_root() -> Path:
+    """Return the folder the tiny models are cached in, one subfolder per build key."""
+    return cache_root() / "tiny-model"
+
+
 def vllm_cache_root() -> Path:
     """Return the folder vLLM caches into (``VLLM_CACHE_ROOT`` for every run the suite starts)."""
     return cache_root() / "vllm"

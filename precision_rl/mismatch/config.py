@@ -8,6 +8,7 @@ from pathlib import Path
 
 from precision_rl.config.precision import PRECISIONS, PrecisionArm, check_precision
 from precision_rl.errors import UserError
+from precision_rl.paths import tiny_models_root
 
 GPU_DEFAULT_MODEL = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
 # Fig. 5's sequences reach ~26K tokens, so the paper's generation budget was about 32K
@@ -114,10 +115,12 @@ def pair_dirname(arm: PrecisionArm) -> str:
 
 
 def model_slug(model: str) -> str:
-    """Return the directory name of a model: a local dir's name, or an HF id with ``/`` written as ``--``."""
+    """Return the directory name of a model: ``tiny-<build key>`` for a cached tiny model, a local dir's name, or an
+    HF id with ``/`` written as ``--``."""
     path = Path(model)
     if path.exists():
-        return path.resolve().name
+        path = path.resolve()
+        return f"tiny-{path.name}" if path.parent == tiny_models_root() else path.name
     return model.strip("/").replace("/", "--")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_dir
-from precision_rl.paths import cache_root
+from precision_rl.paths import tiny_models_root
 from precision_rl.tiny.model import IM_END, TinyModelConfig, build_random_model, config_key
 from precision_rl.tiny.problems import make_problems, user_message
 
@@ -44,7 +44,7 @@ class PretrainConfig:
 
 def model_dir(config: PretrainConfig = PretrainConfig()) -> Path:
     """Return where the SFT-trained tiny model of ``config`` is cached."""
-    return cache_root() / "tiny-model" / config.key()
+    return tiny_models_root() / config.key()
 
 
 def _encode(tokenizer, problems) -> list[tuple[list[int], int]]:

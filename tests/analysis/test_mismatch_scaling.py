@@ -101,7 +101,7 @@ def test_width_table_rows_and_ratio(tmp_path):
     for width, kl in ((384, 4e-5), (128, 1e-5)):
         _natural(tmp_path, f"tiny-w{width}", "bf16", kl)
         _natural(tmp_path, f"tiny-w{width}", "fp16", kl / 50)
-    _natural(tmp_path, "069b75dd4af7", "bf16", 1.0)  # not a width-study model
+    _natural(tmp_path, "tiny-069b75dd4af7", "bf16", 1.0)  # the default tiny model, not a width-study one
     _forced(tmp_path, "tiny-w256", "bf16", rate=1.0)  # forced length: not a width row
     table = width_table(tmp_path)
     assert table["width"].tolist() == [128, 384]

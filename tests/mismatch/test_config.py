@@ -2,6 +2,7 @@
 
 import pytest
 
+from precision_rl import paths
 from precision_rl.cli import main
 from precision_rl.config.precision import PrecisionArm
 from precision_rl.errors import UserError
@@ -42,7 +43,10 @@ def test_bad_config_is_one_clear_error(kwargs, message):
         MismatchConfig(model="m", **kwargs)
 
 
-def test_model_slug(tmp_path):
+def test_model_slug(tmp_path, monkeypatch):
+    monkeypatch.setenv(paths.CACHE_ENV, str(tmp_path / "cache"))
+    (paths.tiny_models_root() / "069b75dd4af7").mkdir(parents=True)
+    assert model_slug(str(paths.tiny_models_root() / "069b75dd4af7")) == "tiny-069b75dd4af7"
     (tmp_path / "tiny-sft").mkdir()
     assert model_slug(str(tmp_path / "tiny-sft")) == "tiny-sft"
     assert model_slug("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B") == "deepseek-ai--DeepSeek-R1-Distill-Qwen-1.5B"
