@@ -233,7 +233,7 @@ PAIRS ?= self
 MISMATCH_FLAGS = --dtypes '$(DTYPES)' --pairs '$(PAIRS)' $(if $(MODEL),--model '$(MODEL)') \
 	$(if $(DATA),--data '$(DATA)') $(if $(N),--n $(N)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS)) \
 	$(if $(filter 1 true yes,$(OVERWRITE)),--overwrite)
-.PHONY: mismatch mismatch-length mismatch-width bench-mismatch
+.PHONY: mismatch mismatch-length mismatch-width mismatch-long bench-mismatch
 
 mismatch: $(STAMP) ## Offline mismatch (Fig. 5): vLLM mu vs HF pi per dtype -> runs/mismatch/<model>/<train>-<infer>/
 	@out=$$(VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl mismatch $(MISMATCH_FLAGS)) && \
@@ -246,6 +246,9 @@ mismatch-length: $(STAMP) ## Effect study: the tiny model's mismatch forced to 4
 
 mismatch-width: $(STAMP) ## Effect study: mismatch of tiny models 128/256/384 wide (each SFT-built, cached) -> runs/mismatch/tiny-w<width>/
 	$(PY) -m precision_rl.mismatch.width
+
+mismatch-long: $(STAMP) ## Effect study: mismatch at natural lengths of a tiny model trained on 2-24-operation chains (SFT-built, cached) -> runs/mismatch/tiny-long/
+	$(PY) -m precision_rl.mismatch.long_answers
 
 bench-mismatch: $(STAMP) ## Benchmark the mismatch tool: generation vs recompute time and tokens/s per dtype
 	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl.mismatch.bench --dtypes '$(DTYPES)' \

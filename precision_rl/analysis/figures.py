@@ -27,7 +27,9 @@ from precision_rl.analysis.logs import RunTable
 from precision_rl.analysis.mismatch_results import load_offline, read_summary, result_dirs
 from precision_rl.analysis.mismatch_scaling import (
     draw_mismatch_scaling,
+    load_natural,
     load_profiles,
+    natural_dirs,
     natural_length,
     profile_dirs,
     width_table,
@@ -451,7 +453,10 @@ def build_mismatch_scaling(data: FigureData, scale: str):
     if dirs:
         forced = read_summary(next(iter(dirs.values())))
         natural = natural_length(data.mismatch_roots, forced)
-    fig = draw_mismatch_scaling(profiles.get(model, {}), widths, scale, natural)
+    long_dirs = natural_dirs(data.mismatch_roots, scale)
+    data.read_results.update(long_dirs.values())
+    fig = draw_mismatch_scaling(profiles.get(model, {}), widths, scale, natural,
+                                load_natural(data.mismatch_roots, scale))
     fig.suptitle(f"{FIGURE_TITLES['effect_mismatch_scaling']} — {P.scale_label(scale)}", fontsize=11)
     return fig
 

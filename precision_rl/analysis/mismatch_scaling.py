@@ -6,6 +6,10 @@ token with its exact full-vocabulary KL(μ‖π). The KL of a sequence's first L
 KLs, so one result gives the sequence-level mismatch at every length L ≤ max_tokens, the quantity whose growth the
 paper's Fig. 5 fits with a line (there from sequences of natural length, k1 estimate Σ_t log μ − log π).
 
+Natural length: the result of ``precision_rl.mismatch.long_answers`` (``tiny-long``: a model trained on answers of
+~20-250 tokens, each response ending where the model ends it): per response, its exact KL summed over its tokens,
+against its length; the least-squares slope is the exact counterpart of Fig. 5's.
+
 Width: the results of ``precision_rl.mismatch.width`` (``tiny-w<width>``: models that differ only in width, sampled
 to their natural length), one row per width with each dtype's exact token KL and mean |π−μ|.
 """
@@ -28,6 +32,7 @@ from precision_rl.analysis.mismatch_results import (
 )
 from precision_rl.errors import UserError
 from precision_rl.mismatch.layout import TOKENS, TOKENS_CSV
+from precision_rl.mismatch.long_answers import RESULT_NAME as LONG_RESULT
 from precision_rl.mismatch.width import RESULT_PREFIX
 
 PREFIX_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)  # lengths the table reports (those within the result)
@@ -132,6 +137,57 @@ def natural_length(roots: Path | Sequence[Path], forced_summary: dict) -> float 
     return None
 
 
+@dataclass(frozen=True)
+class NaturalLengths:
+    """One dtype's responses of natural length: each one's length and exact sequence KL(μ‖π)."""
+
+    model: str
+    dtype: str
+    lengths: np.ndarray
+    seq_kl: np.ndarray
+
+    @property
+    def slope_per_1k(self) -> float:
+        """Return the least-squares slope of sequence KL against length, in nats per 1K tokens."""
+        return float(np.polyfit(self.lengths, self.seq_kl, 1)[0] * 1000)
+
+    def token_kl(self, shortest: int = 0, longest: int | None = None) -> float:
+        """Return the KL per token (total KL over total tokens) of the responses with ``shortest`` ≤ length <
+        ``longest``; NaN when there are none."""
+        keep = (self.lengths >= shortest) & (self.lengths < (np.inf if longest is None else longest))
+        return float(self.seq_kl[keep].sum() / self.lengths[keep].sum()) if keep.any() else np.nan
+
+
+def natural_lengths(pair_dir: Path, model: str, dtype: str) -> NaturalLengths:
+    """Return the responses of one natural-length result folder; raise UserError if it lacks exact KL."""
+    cols = read_columns(Path(pair_dir), TOKENS, TOKENS_CSV, ["seq_id"])
+    try:
+        exact = read_columns(Path(pair_dir), TOKENS, TOKENS_CSV, ["exact_kl"])["exact_kl"]
+    except UserError:
+        raise UserError(f"{pair_dir}: no exact_kl column; run the mismatch tool with --exact-kl on") from None
+    per_seq = pd.DataFrame({"seq_id": cols["seq_id"], "exact_kl": exact}).groupby("seq_id")["exact_kl"]
+    return NaturalLengths(model=model, dtype=dtype, lengths=per_seq.size().to_numpy().astype(float),
+                          seq_kl=per_seq.sum().to_numpy())
+
+
+def natural_dirs(roots: Path | Sequence[Path], scale: str, model: str = LONG_RESULT) -> dict[str, Path]:
+    """Return dtype → the natural-length self-pair result folder of ``model`` at ``scale`` (first root wins)."""
+    out: dict[str, Path] = {}
+    for root in _roots(roots):
+        for found, train, infer, pair_dir in find_pairs(root):
+            summary = read_summary(pair_dir)
+            if (found == model and train == infer and not forced_length(summary)
+                    and result_scale(found, summary) == scale):
+                out.setdefault(train, pair_dir)
+    return out
+
+
+def load_natural(roots: Path | Sequence[Path], scale: str, model: str = LONG_RESULT) -> dict[str, NaturalLengths]:
+    """Return dtype → the responses of ``model``'s natural-length results at ``scale`` (the long-answer study's)."""
+    return {dtype: natural_lengths(pair_dir, model, dtype)
+            for dtype, pair_dir in natural_dirs(roots, scale, model).items()}
+
+
 WIDTH_QUANTITIES = ("exact_kl", "mean_abs_prob_diff", "exact_seq_kl", "mean_length")
 
 
@@ -191,16 +247,36 @@ def _draw_width(ax, widths: pd.DataFrame) -> None:
     ax.legend(fontsize=7)
 
 
-def draw_mismatch_scaling(profiles: dict[str, LengthProfile], widths: pd.DataFrame, scale: str,
-                          natural_length: float | None = None):
-    """Return the effect-study figure: (a) exact token KL(μ‖π) against model width, (b) the exact KL of a response's
-    first L tokens against L, (c) the token KL by position (rolling mean over 8), BF16 blue and FP16 green, log y;
-    in (b) and (c) a dotted line marks where the model's own responses end on average (``natural_length``)."""
+def _draw_natural(ax, natural: dict[str, NaturalLengths]) -> None:
     from precision_rl.analysis import plotting as P
 
-    fig, axes = P.new_figure(1, 3, panel_size=(3.9, 2.8))
-    ax_width, ax_seq, ax_tok = axes.flat
+    ax.set_title("Seq KL[μ‖π] at natural length")
+    ax.set_xlabel("response length (tokens, long-answer model)")
+    if not natural:
+        P.mark_empty(ax)
+        return
+    for dtype, responses in sorted(natural.items()):
+        color = P.PRECISION_COLORS[dtype]
+        ax.scatter(responses.lengths, responses.seq_kl, s=6, alpha=0.45, color=color, linewidths=0)
+        slope, intercept = np.polyfit(responses.lengths, responses.seq_kl, 1)
+        xs = np.array([responses.lengths.min(), responses.lengths.max()])
+        ax.plot(xs, intercept + slope * xs, color=color,
+                label=f"{P.PRECISION_NAMES[dtype]}: slope {slope * 1000:.2g}/1K (n={len(responses.lengths)})")
+    ax.legend(fontsize=7)
+
+
+def draw_mismatch_scaling(profiles: dict[str, LengthProfile], widths: pd.DataFrame, scale: str,
+                          natural_length: float | None = None, natural: dict[str, NaturalLengths] | None = None):
+    """Return the effect-study figure: (a) exact token KL(μ‖π) against model width, (b) the exact KL of a response's
+    first L tokens against L, (c) the token KL by position (rolling mean over 8), both log y, with a dotted line where
+    the model's own responses end on average (``natural_length``), (d) each response's exact KL against its natural
+    length for the long-answer model (``natural``), with least-squares lines; BF16 blue, FP16 green."""
+    from precision_rl.analysis import plotting as P
+
+    fig, axes = P.new_figure(1, 4, panel_size=(3.9, 2.8))
+    ax_width, ax_seq, ax_tok, ax_natural = axes.flat
     _draw_width(ax_width, widths)
+    _draw_natural(ax_natural, natural or {})
     ax_seq.set_title("Seq KL[μ‖π] of the first L tokens")
     ax_tok.set_title("Token KL[μ‖π] by position")
     ax_seq.set_xlabel("L (response tokens, forced past EOS)")
@@ -221,5 +297,6 @@ def draw_mismatch_scaling(profiles: dict[str, LengthProfile], widths: pd.DataFra
         ax.legend(fontsize=7)
     P.add_caption(fig, "Mismatch against model width and response length", scale,
                   "exact full-vocabulary KL from the offline mismatch tool (vLLM μ vs HF π, same dtype); (a) models "
-                  "that differ only in width; (b, c) the tiny model forced past the end of its answers")
+                  "that differ only in width; (b, c) the tiny model forced past the end of its answers; (d) a model "
+                  "trained on long answers, each response ending where the model ends it")
     return fig

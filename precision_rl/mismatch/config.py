@@ -17,6 +17,8 @@ GPU_MAX_TOKENS = 32768
 # The GPU default prompts are the sanity set's, so their length limit is that experiment's.
 SANITY_EXPERIMENT = "sanity/grpo"
 TINY_DATA = "tiny"
+# ``tiny:<min>-<max>``: generated problems of that many operations (``tiny`` alone: the tiny sanity set's range).
+_TINY_RANGE = re.compile(r"^tiny:(\d+)-(\d+)$")
 TRAIN_MODES = ("fsdp", "pure")
 REFERENCE = "fp32"
 
@@ -63,6 +65,7 @@ class MismatchConfig:
         if self.top_p != 1.0:
             raise UserError("top_p must be 1: with top_p < 1, mu is the truncated distribution, which the "
                             "teacher-forced recompute does not model")
+        tiny_ops(self.data)
 
     @property
     def scale(self) -> str:
@@ -107,6 +110,21 @@ def parse_pairs(text: str | None, dtypes: tuple[str, ...]) -> tuple[PrecisionArm
                 raise UserError(f"bad pair {item!r}: write train-infer, e.g. bf16-fp16 (or PAIRS=self / all)")
             pairs.append(PrecisionArm(parts[0], parts[1]))
     return tuple(dict.fromkeys(pairs))
+
+
+def tiny_ops(data: str) -> tuple[int, int] | None:
+    """Return the (min, max) operations per problem of a generated-prompt spec (``tiny``: the tiny recipe's range;
+    ``tiny:2-24``), None for any other data; raise UserError for a malformed ``tiny:`` spec."""
+    if data == TINY_DATA:
+        from precision_rl.tiny.pretrain import PretrainConfig
+
+        return PretrainConfig.min_ops, PretrainConfig.max_ops
+    if not data.startswith(f"{TINY_DATA}:"):
+        return None
+    match = _TINY_RANGE.match(data)
+    if not match or not 1 <= int(match.group(1)) <= int(match.group(2)):
+        raise UserError(f"bad generated-prompt spec {data!r}: write {TINY_DATA}:<min ops>-<max ops>, e.g. tiny:2-24")
+    return int(match.group(1)), int(match.group(2))
 
 
 def pair_dirname(arm: PrecisionArm) -> str:

@@ -5,14 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from precision_rl.errors import UserError
-from precision_rl.mismatch.config import TINY_DATA
+from precision_rl.mismatch.config import TINY_DATA, tiny_ops
 
 
-def tiny_messages(num_prompts: int, seed: int) -> list[list[dict]]:
-    """Return ``num_prompts`` generated arithmetic problems as single-turn chat lists (the tiny sanity prompts)."""
+def tiny_messages(num_prompts: int, seed: int, ops: tuple[int, int]) -> list[list[dict]]:
+    """Return ``num_prompts`` generated arithmetic problems of ``ops`` (min, max) operations as single-turn chat
+    lists (the tiny sanity prompts for the tiny recipe's range)."""
     from precision_rl.tiny.problems import make_problems, user_message
 
-    return [[{"role": "user", "content": user_message(p)}] for p in make_problems(num_prompts, seed=seed)]
+    problems = make_problems(num_prompts, seed=seed, min_ops=ops[0], max_ops=ops[1])
+    return [[{"role": "user", "content": user_message(p)}] for p in problems]
 
 
 def data_path(data: str) -> Path:
@@ -24,7 +26,7 @@ def data_path(data: str) -> Path:
         if path.is_file():
             return path
     raise UserError(f"data {data!r} not found: give a parquet file with a 'prompt' chat column, a recipe name "
-                    f"under {data_root()} (run its data recipe first), or '{TINY_DATA}'")
+                    f"under {data_root()} (run its data recipe first), or '{TINY_DATA}' / '{TINY_DATA}:<min ops>-<max ops>'")
 
 
 def parquet_messages(path: Path, num_prompts: int) -> list[list[dict]]:
@@ -47,7 +49,8 @@ def parquet_messages(path: Path, num_prompts: int) -> list[list[dict]]:
 
 def prompt_token_ids(tokenizer, data: str, num_prompts: int, seed: int) -> list[list[int]]:
     """Return one token id list per prompt, rendered with the chat template (generation prompt added)."""
-    messages = tiny_messages(num_prompts, seed) if data == TINY_DATA else parquet_messages(data_path(data), num_prompts)
+    ops = tiny_ops(data)
+    messages = tiny_messages(num_prompts, seed, ops) if ops else parquet_messages(data_path(data), num_prompts)
     if not getattr(tokenizer, "chat_template", None):
         raise UserError("the model's tokenizer has no chat template")
     out = []

@@ -177,7 +177,8 @@ def add_parser(sub) -> None:
     """Register the ``mismatch`` subcommand on the CLI's subparsers."""
     p = sub.add_parser("mismatch", help="offline training-inference mismatch: vLLM samples vs HF recompute (Fig. 5)")
     p.add_argument("--model", help="HF id or local path (default: the tiny model on CPU, R1-Distill-1.5B on GPU)")
-    p.add_argument("--data", help=f"'{TINY_DATA}' (generated prompts), a recipe name or a verl-schema parquet")
+    p.add_argument("--data", help=f"'{TINY_DATA}' (generated prompts; '{TINY_DATA}:2-24' for chains of 2 to 24 "
+                   "operations), a recipe name or a verl-schema parquet")
     p.add_argument("--dtypes", default="bf16 fp16", help="inference=training dtypes to measure, e.g. 'bf16 fp16'")
     p.add_argument("--pairs", default="self", help="self | all | train-infer list, e.g. 'bf16-fp16,fp16-bf16'")
     p.add_argument("--n", type=int, help="samples per prompt (default 8 on CPU, 32 on GPU)")

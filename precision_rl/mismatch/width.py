@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from dataclasses import replace
+from pathlib import Path
 
 from precision_rl.errors import UserError
 from precision_rl.paths import REPO_ROOT, mismatch_root
@@ -43,20 +44,27 @@ def result_name(width: int) -> str:
     return f"{RESULT_PREFIX}{width}"
 
 
+def measure(model: Path, name: str, extra: tuple[str, ...] = ()) -> int:
+    """Run the mismatch tool on ``model`` (bf16 and fp16 self pairs, result folder ``name``, ``extra`` arguments) in
+    a subprocess; return its exit status."""
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
+    cmd = [sys.executable, "-m", "precision_rl", "mismatch", "--model", str(model), "--name", name,
+           "--dtypes", "bf16 fp16", *extra]
+    print(f"{name}: {' '.join(cmd[1:])}", flush=True)
+    status = subprocess.run(cmd, cwd=REPO_ROOT, env=env).returncode
+    if status:
+        print(f"{name}: the mismatch tool failed (exit {status})", file=sys.stderr)
+    return status
+
+
 def run(widths: tuple[int, ...] = WIDTHS, steps: int = STUDY_STEPS) -> int:
     """Build each width's model and measure its mismatch (bf16 and fp16 self pairs); return the exit status."""
     for width in widths:
         if (mismatch_root() / result_name(width)).is_dir():
             print(f"width {width}: results exist in {mismatch_root() / result_name(width)}, skipped", flush=True)
             continue
-        model = ensure_tiny_model(width_config(width, steps))
-        env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
-        cmd = [sys.executable, "-m", "precision_rl", "mismatch", "--model", str(model), "--name", result_name(width),
-               "--dtypes", "bf16 fp16"]
-        print(f"width {width}: {' '.join(cmd[1:])}", flush=True)
-        status = subprocess.run(cmd, cwd=REPO_ROOT, env=env).returncode
+        status = measure(ensure_tiny_model(width_config(width, steps)), result_name(width))
         if status:
-            print(f"width {width}: the mismatch tool failed (exit {status})", file=sys.stderr)
             return status
     return 0
 

@@ -15,7 +15,9 @@ from precision_rl.analysis.mismatch_scaling import (
     growth,
     length_profile,
     length_table,
+    load_natural,
     load_profiles,
+    natural_dirs,
     natural_length,
     width_of,
     width_table,
@@ -119,16 +121,49 @@ def test_natural_length_matches_the_forced_results_model(tmp_path):
     assert natural_length(tmp_path, {"model": "/elsewhere", "infer_dtype": "bf16"}) is None
 
 
+def _long(root, dtype, rate, lengths, model="tiny-long"):
+    """A natural-length result whose responses have ``lengths`` and an exact token KL of ``rate`` everywhere."""
+    out = root / model / f"{dtype}-{dtype}"
+    out.mkdir(parents=True)
+    seq_id = np.repeat(np.arange(len(lengths)), lengths)
+    position = np.concatenate([np.arange(n) for n in lengths])
+    pd.DataFrame({"seq_id": seq_id, "position": position, "token_id": 1, "logp_infer": -1.0,
+                  "logp_train": -1.0 - rate, "exact_kl": rate}).to_parquet(out / TOKENS)
+    (out / SUMMARY).write_text(json.dumps({"scale": "tiny", "sampling": {"ignore_eos": False}, "infer_dtype": dtype}))
+    return out
+
+
+def test_natural_lengths_give_each_response_its_exact_kl_and_the_slope(tmp_path):
+    _long(tmp_path, "bf16", 2e-5, [20, 100, 250])
+    _long(tmp_path, "fp16", 1e-6, [30, 200])
+    natural = load_natural(tmp_path, "tiny")
+    assert sorted(natural) == ["bf16", "fp16"] and sorted(natural_dirs(tmp_path, "tiny")) == ["bf16", "fp16"]
+    bf16 = natural["bf16"]
+    assert list(bf16.lengths) == [20, 100, 250]
+    np.testing.assert_allclose(bf16.seq_kl, [20 * 2e-5, 100 * 2e-5, 250 * 2e-5])
+    assert bf16.slope_per_1k == pytest.approx(2e-5 * 1000)  # KL grows linearly with length at a constant token rate
+    assert bf16.token_kl(0, 150) == pytest.approx(2e-5) and np.isnan(bf16.token_kl(300))
+    assert load_natural(tmp_path, "paper") == {} and load_natural(tmp_path, "tiny", "tiny-w128") == {}
+    (tmp_path / "tiny-long" / "bf16-bf16" / TOKENS).unlink()
+    pd.DataFrame({"seq_id": [0], "position": [0], "logp_infer": [-1.0], "logp_train": [-1.0]}).to_parquet(
+        tmp_path / "tiny-long" / "bf16-bf16" / TOKENS)
+    with pytest.raises(UserError, match="no exact_kl column"):
+        load_natural(tmp_path, "tiny")
+
+
 def test_scaling_figure_draws_every_panel_or_says_no_runs(tmp_path):
     _forced(tmp_path, "tiny", "bf16", rate=1e-4)
     _forced(tmp_path, "tiny", "fp16", rate=1e-6)
     for width in (128, 256):
         _natural(tmp_path, f"tiny-w{width}", "bf16", 1e-5)
-    fig = draw_mismatch_scaling(load_profiles(tmp_path, "tiny")["tiny"], width_table(tmp_path), "tiny", 39.0)
-    ax_width, ax_seq, ax_tok = fig.axes[:3]
+    _long(tmp_path, "bf16", 2e-5, [20, 100, 250])
+    fig = draw_mismatch_scaling(load_profiles(tmp_path, "tiny")["tiny"], width_table(tmp_path), "tiny", 39.0,
+                                load_natural(tmp_path, "tiny"))
+    ax_width, ax_seq, ax_tok, ax_long = fig.axes[:4]
     assert [line.get_label() for line in ax_width.get_lines()] == ["BF16"]
     assert [line.get_label() for line in ax_seq.get_lines()][:2] == ["BF16 (n=6 responses)", "FP16 (n=6 responses)"]
     assert any("natural length" in line.get_label() for line in ax_tok.get_lines())
-    assert all(P.panel_note(ax) is None for ax in (ax_width, ax_seq, ax_tok))
+    assert [line.get_label() for line in ax_long.get_lines()] == ["BF16: slope 0.02/1K (n=3)"]
+    assert all(P.panel_note(ax) is None for ax in (ax_width, ax_seq, ax_tok, ax_long))
     empty = draw_mismatch_scaling({}, width_table(tmp_path / "absent"), "tiny")
-    assert [P.panel_note(ax) for ax in empty.axes[:3]] == [P.NO_RUNS] * 3
+    assert [P.panel_note(ax) for ax in empty.axes[:4]] == [P.NO_RUNS] * 4

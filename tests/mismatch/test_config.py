@@ -7,7 +7,14 @@ from precision_rl.cli import main
 from precision_rl.config.precision import PrecisionArm
 from precision_rl.errors import UserError
 from precision_rl.mismatch import run as mismatch_run
-from precision_rl.mismatch.config import MismatchConfig, model_slug, pair_dirname, parse_dtypes, parse_pairs
+from precision_rl.mismatch.config import (
+    MismatchConfig,
+    model_slug,
+    pair_dirname,
+    parse_dtypes,
+    parse_pairs,
+    tiny_ops,
+)
 
 
 def test_dtypes_and_pairs():
@@ -97,3 +104,10 @@ def test_gpu_defaults_cover_the_papers_long_sequences():
     assert gpu.max_tokens >= 26_000 and gpu.max_model_len == gpu.max_tokens + sanity_prompt_limit
     cpu = mismatch_run.config_from_args(parser.parse_args(["mismatch", "--device", "cpu", "--model", "local/tiny"]))
     assert cpu.max_tokens == 128
+
+
+def test_generated_prompt_specs():
+    assert tiny_ops("tiny") == (2, 3) and tiny_ops("tiny:2-24") == (2, 24) and tiny_ops("sanity") is None
+    for bad in ("tiny:24-2", "tiny:0-3", "tiny:2", "tiny:a-b"):
+        with pytest.raises(UserError, match="bad generated-prompt spec"):
+            MismatchConfig(model="m", data=bad)

@@ -5,7 +5,8 @@ import pytest
 from transformers import AutoTokenizer
 
 from precision_rl.errors import UserError
-from precision_rl.mismatch.prompts import prompt_token_ids
+from precision_rl.mismatch.config import tiny_ops
+from precision_rl.mismatch.prompts import prompt_token_ids, tiny_messages
 
 
 @pytest.fixture(scope="module")
@@ -31,3 +32,10 @@ def test_parquet_prompts_follow_the_verl_row_schema(tok, tmp_path):
     pd.DataFrame({"prompt": [[{"content": "no role"}]]}).to_parquet(path)
     with pytest.raises(UserError, match="row 0"):
         prompt_token_ids(tok, str(path), 1, seed=0)
+
+
+def test_generated_prompts_follow_the_requested_range():
+    questions = [chat[0]["content"].split("?")[0] for chat in tiny_messages(8, 0, (20, 24))]
+    assert all(20 <= sum(q.count(op) for op in " + - * ".split()) <= 24 for q in questions)
+    short = [chat[0]["content"].split("?")[0] for chat in tiny_messages(8, 0, tiny_ops("tiny"))]
+    assert all(2 <= sum(q.count(op) for op in " + - * ".split()) <= 3 for q in short)
