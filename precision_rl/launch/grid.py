@@ -1,6 +1,7 @@
 """A grid of runs (experiments x precision arms x seeds) that can be completed over several sittings.
 
-Each run of the grid is found by its identity in the runs folder: a finished run is skipped, an unfinished one
+Each run of the grid is found by its identity in the runs folder: a finished run is skipped, as is one published
+under ``results/logs/`` (so a fresh clone does not redo the committed runs), an unfinished one
 (failed, interrupted, killed, died) is continued with ``RESUME=1``, a missing one is started, and one whose launcher
 still runs elsewhere is left alone. Stopping the grid (Ctrl-C) records the current run as interrupted; the next
 ``make grid`` continues from there.
@@ -18,10 +19,11 @@ from precision_rl.config.scale import ScaleDecision
 from precision_rl.console import render_table
 from precision_rl.launch import runs
 from precision_rl.launch.runner import RunOptions, execute, plan_run
-from precision_rl.paths import runs_root
+from precision_rl.paths import logs_root, runs_root
 
 # What the grid does with a run, by the state of its newest directory.
 SKIP, RESUME, START, BUSY = "skip (finished)", "resume", "start", "skip (running elsewhere)"
+PUBLISHED = "skip (published)"
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,11 @@ def action_for(scale: str, spec: ExperimentSpec, arm: PrecisionArm, seed: int, e
     A run made from an older version of the experiment (or other extra overrides) does not count: a new run starts
     beside it.
     """
+    published = runs.latest_run_dir(logs_root(), scale, spec.name, arm.label, seed)
+    if published is not None and (published / runs.MANIFEST).is_file():
+        manifest = runs.read_manifest(published)
+        if runs.effective_status(manifest) == runs.FINISHED and _same_configuration(manifest, spec, extra):
+            return PUBLISHED
     run_dir = runs.latest_run_dir(runs_root(), scale, spec.name, arm.label, seed)
     if run_dir is None or not (run_dir / runs.MANIFEST).is_file():
         return START
@@ -73,7 +80,7 @@ def plan_grid(selected: list[tuple[ExperimentSpec, PrecisionArm]], scale: str,
 def describe(grid: list[GridRun]) -> str:
     """Return the grid as a table, one run a line, with a count of each action."""
     rows = [[i + 1, g.name, g.action] for i, g in enumerate(grid)]
-    counts = {a: sum(g.action == a for g in grid) for a in (START, RESUME, SKIP, BUSY)}
+    counts = {a: sum(g.action == a for g in grid) for a in (START, RESUME, SKIP, PUBLISHED, BUSY)}
     summary = ", ".join(f"{n} to {a}" if a in (START, RESUME) else f"{n} {a}" for a, n in counts.items() if n)
     return render_table(rows, ["#", "run", "action"]) + f"\n{len(grid)} runs: {summary}"
 

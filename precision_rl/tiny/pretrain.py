@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,7 @@ from precision_rl.tiny.model import IM_END, TinyModelConfig, build_random_model,
 from precision_rl.tiny.problems import make_problems, user_message
 
 TINY_MODEL_ALIAS = "tiny"
+PROGRESS_INTERVAL_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -78,7 +80,9 @@ def sft(model, tokenizer, config: PretrainConfig, progress: bool = True) -> list
 
     losses = []
     model.train()
-    bar = tqdm(range(config.steps), desc="tiny model SFT", disable=None if progress else True)
+    # Outside a terminal (a log file, CI) the bar still reports, every PROGRESS_INTERVAL_S seconds.
+    bar = tqdm(range(config.steps), desc="tiny model SFT", disable=not progress,
+               mininterval=0.1 if sys.stderr.isatty() else PROGRESS_INTERVAL_S)
     for step in bar:
         batch = [examples[rng.randrange(len(examples))] for _ in range(config.batch_size)]
         width = max(len(ids) for ids, _ in batch)

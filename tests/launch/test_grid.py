@@ -20,12 +20,14 @@ TINY = ScaleDecision("tiny", "tiny", "test")
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
     monkeypatch.setenv(paths.RUNS_ENV, str(tmp_path / "runs"))
+    monkeypatch.setenv(paths.LOGS_ENV, str(tmp_path / "logs"))
     return tmp_path
 
 
-def _record(spec, arm: str, seed: int, status: str, *, extra=(), launcher=None, now=0) -> None:
+def _record(spec, arm: str, seed: int, status: str, *, extra=(), launcher=None, now=0, root=None) -> None:
     """Write a run directory as the launcher leaves it: a manifest with the registered spec and one attempt."""
-    run_dir = runs.create_run_dir(runs.planned_run_dir(paths.runs_root(), "tiny", spec.name, arm, seed, now=now))
+    root = root or paths.runs_root()
+    run_dir = runs.create_run_dir(runs.planned_run_dir(root, "tiny", spec.name, arm, seed, now=now))
     attempt = {"attempt": 0, "status": status, "launcher": launcher or runs.launcher_record()}
     runs.write_manifest(run_dir, {"spec": json.loads(json.dumps(spec.raw, default=str)), "extra_overrides": list(extra),
                                   "status": status, "attempts": [attempt]})
@@ -55,6 +57,18 @@ def test_each_run_state_gives_its_action():
     assert _actions(spec) == {("fp16", 42): grid.SKIP, ("fp16", 1): grid.RESUME, ("fp16", 7): grid.BUSY,
                               ("bf16", 42): grid.RESUME, ("bf16", 1): grid.START, ("bf16", 7): grid.START}
     assert _actions(spec, seeds=(1,), extra=("trainer.total_training_steps=3",))[("bf16", 1)] == grid.SKIP
+
+
+def test_a_published_run_is_skipped_even_without_its_run_directory():
+    spec = load_experiment("sanity/grpo", "tiny")
+    _record(spec, "fp16", 42, "finished", root=paths.logs_root())
+    _record(spec, "bf16", 42, "finished", root=paths.logs_root(), extra=("trainer.total_training_steps=3",))
+    _record(spec, "fp16", 1, "killed")
+    _record(spec, "fp16", 1, "finished", root=paths.logs_root())
+    actions = _actions(spec)
+    assert actions[("fp16", 42)] == actions[("fp16", 1)] == grid.PUBLISHED
+    assert actions[("bf16", 42)] == grid.START
+    assert "2 skip (published)" in grid.describe(grid.plan_grid([(spec, a) for a in spec.arms], "tiny"))
 
 
 def test_a_run_of_an_older_registry_entry_does_not_count():

@@ -1,0 +1,25 @@
+import math
+
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from precision_rl.tiny.pretrain import PretrainConfig, sft
+
+STEPS = 3
+
+
+def _sft(path, progress: bool) -> list[float]:
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path)
+    return sft(model, tokenizer, PretrainConfig(problems=50, steps=STEPS, batch_size=2, warmup=1), progress)
+
+
+def test_sft_returns_one_finite_loss_per_step_and_reports_progress_outside_a_terminal(tiny_random_model, capsys):
+    losses = _sft(tiny_random_model, progress=True)
+    assert len(losses) == STEPS and all(math.isfinite(x) for x in losses)
+    err = capsys.readouterr().err
+    assert "tiny model SFT" in err and f"{STEPS}/{STEPS}" in err
+
+
+def test_sft_is_silent_without_progress(tiny_random_model, capsys):
+    _sft(tiny_random_model, progress=False)
+    assert "tiny model SFT" not in capsys.readouterr().err
