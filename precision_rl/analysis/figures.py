@@ -34,6 +34,7 @@ from precision_rl.analysis.mismatch_scaling import (
     profile_dirs,
     width_table,
 )
+from precision_rl.analysis.records import EXTERNAL_STATUS
 from precision_rl.analysis.series import SeriesIndex, trailing_mean
 from precision_rl.config.precision import PrecisionArm
 from precision_rl.config.registry import ExperimentSpec, load_all
@@ -65,7 +66,6 @@ FORK_ABLATION_PANEL = "fork_ablation"
 CURVE_NOTE = ("Training curves: faint = raw per-step value (mean over seeds), bold = EMA (span 5 % of the steps); "
               "evaluation curves are unsmoothed points. Band: min–max over seeds, where an arm has several.")
 STEPS = "Training steps"
-EXTERNAL_STATUS = "external"  # the status of a run read from a wandb export (made elsewhere, drawn as complete)
 DRAWN_STATUSES = (FINISHED, EXTERNAL_STATUS)
 NOT_RUN_YET = "not run yet"
 NEEDS_GPUS = "not run (paper scale needs GPUs)"

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 UNKNOWN = "unknown"
+EXTERNAL_STATUS = "external"  # the status of a run read from a wandb export (made elsewhere, drawn as complete)
 
 
 class LogWarning(UserWarning):

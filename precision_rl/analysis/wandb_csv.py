@@ -14,7 +14,7 @@ import warnings
 from dataclasses import asdict
 from pathlib import Path
 
-from precision_rl.analysis.records import UNKNOWN, LogWarning, RunInfo, RunMetrics
+from precision_rl.analysis.records import EXTERNAL_STATUS, UNKNOWN, LogWarning, RunInfo, RunMetrics
 from precision_rl.config.precision import parse_arm
 from precision_rl.config.scale import SCALES
 from precision_rl.errors import UserError
@@ -47,7 +47,7 @@ def _wandb_info(name: str, path: Path, scale: str, overrides: dict) -> RunInfo:
     if algorithm is None:
         algorithm = load_experiment(experiment, scale).algorithm if experiment in experiment_files() else UNKNOWN
     return RunInfo(run=name, scale=scale, experiment=experiment, algorithm=algorithm, precision_train=arm.train,
-                   precision_infer=arm.infer, seed=int(seed), status="external", source=str(path))
+                   precision_infer=arm.infer, seed=int(seed), status=EXTERNAL_STATUS, source=str(path))
 
 
 def _cells_to_values(cells: list[str], where: str, bad: set[str]) -> tuple[list[int], list[float]]:
