@@ -2,7 +2,9 @@
 ``results/summary.{csv,md}``).
 
 Reward statistics use the trailing mean of ``series.TRAIL_WINDOW`` logged steps; the collapse step is the first
-step after the peak from which that mean stays below half the peak (none if it recovers or never drops).
+step after the peak from which that mean stays below half the peak (none if it recovers or never drops). The
+mismatch's trend over training (the paper's feedback loop: it grows before BF16 collapses) is its median over the
+first and over the last TREND_WINDOW logged steps.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from precision_rl.fileio import atomic_path, atomic_write_text
 SUMMARY_COLUMNS = (
     "scale", "experiment", "precision", "seed", "run", "status", "last_step", "peak_reward", "peak_step",
     "final_reward", "collapse_step", "val_set", "val_final", "val_peak", "median_mean_abs_diff", "median_token_kl_k1",
-    "median_token_kl_k3", "skipped_steps", "wall_time_s",
+    "median_token_kl_k3", "mean_abs_diff_first", "mean_abs_diff_last", "token_kl_k3_first", "token_kl_k3_last",
+    "skipped_steps", "wall_time_s",
 )
+TREND_COLUMNS = ("mean_abs_diff_first", "mean_abs_diff_last", "token_kl_k3_first", "token_kl_k3_last")
+TREND_WINDOW = 10
 SUMMARY_CSV, SUMMARY_MD = "summary.csv", "summary.md"
 
 
@@ -43,6 +48,14 @@ def _first_val_set(experiment: str, scale: str, logged: frozenset[str]) -> str |
 
 def _median(series: pd.Series | None) -> float:
     return float(series.median()) if series is not None and not series.empty else np.nan
+
+
+def _first_and_last(series: pd.Series | None) -> tuple[float, float]:
+    """Return the medians over the first and the last TREND_WINDOW logged steps of ``series`` (NaN when absent)."""
+    if series is None or series.empty:
+        return np.nan, np.nan
+    ordered = series.sort_index()
+    return float(ordered.iloc[:TREND_WINDOW].median()), float(ordered.iloc[-TREND_WINDOW:].median())
 
 
 def skipped_steps(index: SeriesIndex, scale: str, run: str, train_dtype: str) -> float:
@@ -72,6 +85,8 @@ def summarize(table: RunTable) -> pd.DataFrame:
         if wall is None or not np.isfinite(wall):
             steps = index.quantity(scale, name, M.STEP_TIME_Q)
             wall = float(steps.sum()) if steps is not None and not steps.empty else np.nan
+        diff_first, diff_last = _first_and_last(index.quantity(scale, name, M.MEAN_ABS_DIFF_Q))
+        kl_first, kl_last = _first_and_last(index.quantity(scale, name, M.TOKEN_KL_K3_Q))
         label = run.precision_train if run.precision_train == run.precision_infer else \
             f"train_{run.precision_train}-infer_{run.precision_infer}"
         rows.append({
@@ -85,6 +100,8 @@ def summarize(table: RunTable) -> pd.DataFrame:
             "median_mean_abs_diff": _median(index.quantity(scale, name, M.MEAN_ABS_DIFF_Q)),
             "median_token_kl_k1": _median(index.quantity(scale, name, M.TOKEN_KL_K1_Q)),
             "median_token_kl_k3": _median(index.quantity(scale, name, M.TOKEN_KL_K3_Q)),
+            "mean_abs_diff_first": diff_first, "mean_abs_diff_last": diff_last,
+            "token_kl_k3_first": kl_first, "token_kl_k3_last": kl_last,
             "skipped_steps": skipped_steps(index, scale, name, str(run.precision_train)),
             "wall_time_s": wall,
         })
@@ -107,20 +124,22 @@ def to_markdown(summary: pd.DataFrame) -> str:
     shown = summary.drop(columns=["run"]).copy()
     for col in ("peak_reward", "final_reward", "val_final", "val_peak"):
         shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else f"{v:.3f}")
-    for col in ("median_mean_abs_diff", "median_token_kl_k1", "median_token_kl_k3"):
+    for col in ("median_mean_abs_diff", "median_token_kl_k1", "median_token_kl_k3", *TREND_COLUMNS):
         shown[col] = shown[col].map(lambda v: "" if pd.isna(v) else f"{v:.2e}")
     shown["skipped_steps"] = shown["skipped_steps"].map(lambda v: "" if pd.isna(v) else f"{v:.0f}")
     shown["wall_time_s"] = shown["wall_time_s"].map(lambda v: "" if pd.isna(v) else _hms(v))
     shown["collapse_step"] = shown["collapse_step"].map(lambda v: "none" if pd.isna(v) else str(v))
     shown = shown.rename(columns={"wall_time_s": "wall_time"})
     for scale, group in shown.groupby("scale", sort=True):
-        parts += [f"## {scale} scale", "", group.drop(columns=["scale"]).to_markdown(index=False), ""]
+        parts += [f"## {scale} scale", "", group.drop(columns=["scale"]).to_markdown(index=False, disable_numparse=True), ""]
     parts += [
         "Definitions: rewards are `critic/score/mean` smoothed by a trailing mean over "
         f"{TRAIL_WINDOW} logged steps; peak = its maximum, final = its last value; collapse_step = first step after "
         "the peak from which it stays below half the peak (none: no collapse); val = the first validation set's "
         "`val-core/<set>/acc/mean@n`; mismatch medians are over steps (`training/rollout_probs_diff_mean`, "
-        "`rollout_corr/kl`, `rollout_corr/k3_kl`, actor/ prefix in bypass mode); skipped_steps = fp16 "
+        "`rollout_corr/kl`, `rollout_corr/k3_kl`, actor/ prefix in bypass mode); *_first / *_last = medians of "
+        f"`training/rollout_probs_diff_mean` and `rollout_corr/k3_kl` over the first / last {TREND_WINDOW} logged "
+        "steps (the mismatch's trend over training); skipped_steps = fp16 "
         "loss-scaler skips (`precision/skipped_steps`, else non-finite `actor/grad_norm`); wall_time (h:mm:ss) from the "
         "manifest's attempts (else the sum of `timing_s/step`).",
         "",

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from precision_rl import paths
-from precision_rl.analysis import paper_compare
+from precision_rl.analysis import paper_compare, tables
 from precision_rl.analysis.figures import RUN_SOURCES, FigureData, draw_figure
 from precision_rl.analysis.logs import load_runs, publish_runs, run_dirs_under
 from precision_rl.analysis.synthetic import run_records, write_run
@@ -45,6 +45,16 @@ def test_the_committed_comparison_with_the_paper_is_the_one_the_published_logs_g
     pd.testing.assert_frame_equal(pd.read_csv(fresh_csv), pd.read_csv(committed), check_exact=False, rtol=1e-9,
                                   obj=f"{committed} {stale}")
     assert fresh_md.read_text() == (paths.RESULTS_DIR / paper_compare.COMPARISON_MD).read_text(), f"the .md {stale}"
+
+
+def test_the_committed_run_summary_is_the_one_the_published_logs_give(tmp_path):
+    committed = paths.RESULTS_DIR / tables.SUMMARY_CSV
+    assert committed.is_file(), f"{committed} is missing: write it with `make tables RUNS_DIR=results/logs`"
+    fresh_csv, fresh_md = tables.write_summary(tables.summarize(load_runs(run_dirs_under(paths.LOGS_DIR))), tmp_path)
+    stale = "is stale: rewrite it with `make tables RUNS_DIR=results/logs`"
+    pd.testing.assert_frame_equal(pd.read_csv(fresh_csv), pd.read_csv(committed), check_exact=False, rtol=1e-9,
+                                  obj=f"{committed} {stale}")
+    assert fresh_md.read_text() == (paths.RESULTS_DIR / tables.SUMMARY_MD).read_text(), f"the .md {stale}"
 
 
 @pytest.fixture

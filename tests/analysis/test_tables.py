@@ -9,7 +9,7 @@ from precision_rl import metrics as M
 from precision_rl.analysis import logs
 from precision_rl.analysis.series import TRAIL_WINDOW, collapse_step, summarize_reward, trailing_mean
 from precision_rl.analysis.synthetic import write_run
-from precision_rl.analysis.tables import summarize, to_markdown, write_summary
+from precision_rl.analysis.tables import TREND_WINDOW, summarize, to_markdown, write_summary
 
 VAL = "val-core/tiny_sanity_val/acc/mean@4"
 # Planted collapse: the reward climbs to 0.8 (steps 10-15), then drops to 0.05 from step 16 on. With the
@@ -80,6 +80,10 @@ def test_summary_columns(table):
     bf16 = row(summary, "sanity.grpo-bf16-s1")
     assert math.isnan(bf16["skipped_steps"])  # bf16 has no loss scaler
     assert bf16["median_mean_abs_diff"] == pytest.approx((0.004 + 0.05) / 2)  # 15 steps each side
+    assert TREND_WINDOW == 10  # the planted mismatch grows at step 16: the first 10 steps see 0.004, the last 0.05
+    assert (bf16["mean_abs_diff_first"], bf16["mean_abs_diff_last"]) == pytest.approx((0.004, 0.05))
+    assert bf16["token_kl_k3_first"] == bf16["token_kl_k3_last"] == pytest.approx(1e-3)
+    assert math.isnan(row(summary, "sanity.gspo-fp16-s2", "paper")["token_kl_k3_first"])  # no k3 logged
     gspo = row(summary, "sanity.gspo-fp16-s2", "paper")
     assert gspo["skipped_steps"] == 3  # the last cumulative precision/skipped_steps
     assert gspo["wall_time_s"] == pytest.approx(8.0)  # no attempt times: the sum of timing_s/step
