@@ -18,6 +18,7 @@ def test_sft_returns_one_finite_loss_per_step_and_reports_progress_outside_a_ter
     assert len(losses) == STEPS and all(math.isfinite(x) for x in losses)
     err = capsys.readouterr().err
     assert "tiny model SFT" in err and f"{STEPS}/{STEPS}" in err
+    assert err.count("tiny model SFT") <= 2, "outside a terminal the bar reports at most every PROGRESS_INTERVAL_S"
 
 
 def test_sft_is_silent_without_progress(tiny_random_model, capsys):
