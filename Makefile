@@ -124,7 +124,7 @@ SEEDS ?=
 GRID_FLAGS = --scale $(SCALE) --loggers $(LOGGERS) $(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
 	$(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(EXTRA),--extra '$(EXTRA)') $(if $(WATCHDOG),--watchdog $(WATCHDOG)) \
 	$(if $(PRECISION),--precision $(PRECISION)) $(if $(SEEDS),--seeds '$(SEEDS)')
-grid: $(STAMP) ## Every experiment x arm x seed without a finished run, resumable in parts: make grid [GRID='sanity/*'] [SEEDS='42 1'] [DRY_RUN=1]
+grid: $(STAMP) ## Every experiment x arm x seed without a finished (runs/) or published (results/logs/) run, resumable in parts: make grid [GRID='sanity/*'] [SEEDS='42 1'] [DRY_RUN=1]
 	@$(PY) -m precision_rl grid $(foreach g,$(GRID),'$(g)') $(GRID_FLAGS)
 
 eval-precision: $(STAMP) ## R1-Distill-1.5B evaluated with BF16 vs FP16 inference, no RL, 8K and 32K budgets (Table 2)
