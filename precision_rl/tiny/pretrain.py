@@ -81,8 +81,9 @@ def sft(model, tokenizer, config: PretrainConfig, progress: bool = True) -> list
     losses = []
     model.train()
     # Outside a terminal (a log file, CI) the bar still reports, every PROGRESS_INTERVAL_S seconds.
-    bar = tqdm(range(config.steps), desc="tiny model SFT", disable=not progress,
-               mininterval=0.1 if sys.stderr.isatty() else PROGRESS_INTERVAL_S)
+    interval = 0.1 if sys.stderr.isatty() else PROGRESS_INTERVAL_S
+    bar = tqdm(range(config.steps), desc="tiny model SFT", disable=not progress, mininterval=interval,
+               maxinterval=max(interval, 10.0))
     for step in bar:
         batch = [examples[rng.randrange(len(examples))] for _ in range(config.batch_size)]
         width = max(len(ids) for ids, _ in batch)
