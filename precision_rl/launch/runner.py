@@ -321,10 +321,10 @@ def execute(plan: RunPlan) -> int:
     prepare(plan)
     cfg, _ = check_composes(plan)
     begin_attempt(plan)
-    print(f"{plan.name}: {plan.decision.scale} scale, run directory {plan.run_dir}", file=sys.stderr)
     started = time.time()
-    plan.ray_temp_dir.mkdir(parents=True, exist_ok=True)
     try:
+        print(f"{plan.name}: {plan.decision.scale} scale, run directory {plan.run_dir}", file=sys.stderr)
+        plan.ray_temp_dir.mkdir(parents=True, exist_ok=True)
         outcome = supervise([sys.executable, *plan.argv[1:]], _subprocess_env(plan), plan.run_dir,
                             plan.run_dir / runs.TRAIN_LOG, plan.metrics_path,
                             total_steps=int(cfg.trainer.total_training_steps or 0) or None, desc=plan.name,
@@ -335,6 +335,10 @@ def execute(plan: RunPlan) -> int:
         finish_attempt(plan, "interrupted", record.exit_code, reason=record.reason,
                        peak_memory_gib=record.peak_memory_gib, cleanup=record.leftovers_removed)
         print(f"{plan.name}: interrupted; {plan.run_dir} is valid and RESUME=1 continues it", file=sys.stderr)
+        raise
+    except KeyboardInterrupt:
+        finish_attempt(plan, "interrupted", None, reason="interrupted by the user before verl started")
+        print(f"{plan.name}: interrupted before verl started; RESUME=1 continues {plan.run_dir}", file=sys.stderr)
         raise
     finish_attempt(plan, outcome.status, outcome.exit_code, reason=outcome.reason,
                    peak_memory_gib=outcome.peak_memory_gib, wall_s=round(time.time() - started, 1),

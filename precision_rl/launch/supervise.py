@@ -286,25 +286,26 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
     log = open(log_path, "ab")
     log.write(("$ " + " ".join(argv) + "\n").encode())
     log.flush()
+    progress = Progress(metrics_path)
+    tree, guardian, reader, bar = None, None, None, None
+    status, reason, interrupted = None, None, False
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                             start_new_session=True)
-    tree = ProcessTree(psutil.Process(proc.pid), str(ray_temp_dir) if ray_temp_dir else None)
-    guardian = _start_guardian(proc.pid, env, cwd, log, ray_temp_dir, shm_before, run_dir, attempt)
-
-    def copy_output():
-        for raw in proc.stdout:
-            log.write(raw)
-            log.flush()
-            tail.append(raw.decode(errors="replace"))
-
-    reader = threading.Thread(target=copy_output, daemon=True)
-    reader.start()
-    progress = Progress(metrics_path)
-    bar = _bar(total_steps, desc)
-    bar.set_postfix_str("starting verl (Ray, engines, first validation)")
     last_progress, last_memory, peak = time.monotonic(), 0.0, 0.0
-    status, reason, interrupted = None, None, False
     try:
+        tree = ProcessTree(psutil.Process(proc.pid), str(ray_temp_dir) if ray_temp_dir else None)
+        guardian = _start_guardian(proc.pid, env, cwd, log, ray_temp_dir, shm_before, run_dir, attempt)
+
+        def copy_output():
+            for raw in proc.stdout:
+                log.write(raw)
+                log.flush()
+                tail.append(raw.decode(errors="replace"))
+
+        reader = threading.Thread(target=copy_output, daemon=True)
+        reader.start()
+        bar = _bar(total_steps, desc)
+        bar.set_postfix_str("starting verl (Ray, engines, first validation)")
         while proc.poll() is None:
             time.sleep(POLL_S)
             tree.refresh()
@@ -327,14 +328,17 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
         _stop(proc)
     finally:
         code = proc.wait()
-        reader.join(timeout=10)
+        if reader is not None:
+            reader.join(timeout=10)
         progress.poll()
-        bar.close()
-        killed = tree.kill_all()
+        if bar is not None:
+            bar.close()
+        killed = tree.kill_all() if tree is not None else 0
         if ray_temp_dir is not None:
             shutil.rmtree(ray_temp_dir, ignore_errors=True)
         removed_shm = remove_new_shm(shm_before)
-        _release_guardian(guardian)
+        if guardian is not None:
+            _release_guardian(guardian)
         log.close()
     if status is None:
         status = FINISHED if code == 0 else "failed"

@@ -196,7 +196,8 @@ def test_a_failed_run_names_its_directory_and_the_failing_line(isolated, capsys)
 
 
 def test_the_watchdog_stops_a_run_without_progress(isolated, capsys):
-    plan = _fake_verl(_paper_plan(isolated, watchdog_s=2), HANG)
+    plan = _paper_plan(isolated, watchdog_s=2)
+    _fake_verl(plan, _hang(plan))
     started = time.monotonic()
     assert launch.execute(plan) == 1
     assert time.monotonic() - started < 60
@@ -210,15 +211,24 @@ def _printed(log: Path, line: str) -> bool:
     return line in log.read_text().splitlines()[1:]
 
 
+def _hang(plan) -> str:
+    """Return a hanging stand-in for verl whose command line names ``plan``'s run, unlike other tests' stand-ins."""
+    return f"{HANG}  # {plan.run_dir}"
+
+
+def _running(body: str) -> list[psutil.Process]:
+    """Return the live processes whose command line holds ``body``."""
+    return [p for p in psutil.process_iter(["cmdline"]) if body in " ".join(p.info["cmdline"] or [])]
+
+
 def _verl_started(plan) -> bool:
     """Return whether the run's stand-in for verl is up (its attempt is recorded and its process exists)."""
-    if not (plan.run_dir / runs.MANIFEST).is_file():
-        return False
-    return any(HANG in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+    return (plan.run_dir / runs.MANIFEST).is_file() and bool(_running(_hang(plan)))
 
 
 def test_an_interrupted_run_is_recorded_and_leaves_no_process(isolated):
-    plan = _fake_verl(_paper_plan(isolated), HANG)
+    plan = _paper_plan(isolated)
+    _fake_verl(plan, _hang(plan))
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt
@@ -240,7 +250,24 @@ def test_an_interrupted_run_is_recorded_and_leaves_no_process(isolated):
         signal.signal(signal.SIGALRM, previous)
     doc = runs.read_manifest(plan.run_dir)
     assert doc["status"] == "interrupted" and doc["attempts"][0]["status"] == "interrupted"
-    assert not [p for p in psutil.process_iter(["cmdline"]) if HANG in " ".join(p.info["cmdline"] or [])]
+    assert not _running(_hang(plan))
+
+
+def test_an_interrupt_while_the_run_starts_is_recorded_and_leaves_no_process(isolated, monkeypatch):
+    from precision_rl.launch import supervise
+
+    plan = _paper_plan(isolated)
+    _fake_verl(plan, _hang(plan))
+
+    def interrupted_guardian(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(supervise, "_start_guardian", interrupted_guardian)
+    with pytest.raises(KeyboardInterrupt):
+        launch.execute(plan)
+    doc = runs.read_manifest(plan.run_dir)
+    assert doc["status"] == "interrupted" and doc["attempts"][0]["status"] == "interrupted"
+    assert not _running(_hang(plan))
 
 
 def test_a_rollout_that_cannot_fit_is_refused_before_verl_starts(isolated):
