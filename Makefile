@@ -37,7 +37,7 @@ RUN_FLAGS = --scale $(SCALE) --seed $(SEED) --loggers $(LOGGERS) \
 LAUNCH = $(PY) -m precision_rl run $(RUN_FLAGS)
 
 
-.PHONY: tiny-model bench bench-tiny bench-vllm-fp16
+.PHONY: tiny-model solve-rates bench bench-tiny bench-vllm-fp16
 .PHONY: grid help setup lock test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity fp16-comparison octothinker lora moe \
 	dense14b ablation fork-ablation eval-precision clean-venv
 
@@ -132,6 +132,9 @@ eval-precision: $(STAMP) ## R1-Distill-1.5B evaluated with BF16 vs FP16 inferenc
 
 tiny-model: $(STAMP) ## Build the cached tiny model (SFT on generated arithmetic) and its tiny sanity set [REFILTER=1: draw a new problem selection]
 	@$(PY) -m precision_rl tiny-model --data $(if $(REFILTER),--refilter)
+
+solve-rates: $(STAMP) ## Can a sanity set be drawn from a tiny model? Success rate by chain length (default: the long-answer model) [ARGS='--max-ops 12 --sft-steps 1600']
+	@$(PY) -m precision_rl.tiny.solve_rates $(ARGS)
 
 bench: bench-tiny bench-vllm-fp16 bench-analysis bench-mismatch bench-grader ## Run every benchmark (tiny RL, vLLM fp16, analysis, mismatch, grader)
 

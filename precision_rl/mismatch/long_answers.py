@@ -2,7 +2,7 @@
 
 The tiny model ends its answers after ~39 tokens, and forcing it on (``make mismatch-length``, ``--ignore-eos``)
 takes it out of its training distribution. This study's model is the tiny recipe SFT-trained on chains of
-LONG_OPS operations instead of 2-3 (responses of ~20 to ~250 tokens), with the width study's SFT length, and is
+2-24 operations instead of 2-3 (responses of ~20 to ~250 tokens; ``LONG_ANSWER_RECIPE``), and is
 sampled on prompts of the same range: every response ends where the model ends it, so the sequence-level mismatch
 against response length is Fig. 5's at natural lengths. ``python -m precision_rl.mismatch.long_answers``
 (``make mismatch-long``); an existing result is kept.
@@ -16,24 +16,22 @@ from dataclasses import replace
 
 from precision_rl.errors import UserError
 from precision_rl.mismatch.config import TINY_DATA
-from precision_rl.mismatch.width import STUDY_STEPS, measure
+from precision_rl.mismatch.width import measure
 from precision_rl.paths import mismatch_root
-from precision_rl.tiny.pretrain import PretrainConfig, ensure_tiny_model
+from precision_rl.tiny.pretrain import LONG_ANSWER_RECIPE, LONG_ANSWER_TOKENS, PretrainConfig, ensure_tiny_model
 
-LONG_OPS = (2, 24)  # 24 operations: a ~130-token prompt and a ~245-token answer, within the 512 positions
-# Half the tiny recipe's batch: its sequences are ~3x as long, so a step still sees more tokens than the width study's.
-BATCH_SIZE = 16
-MAX_TOKENS = 320
+LONG_OPS = (LONG_ANSWER_RECIPE.min_ops, LONG_ANSWER_RECIPE.max_ops)
+MAX_TOKENS = LONG_ANSWER_TOKENS[1]
 NUM_PROMPTS, SAMPLES = 32, 4  # 128 responses spread over the whole length range
 RESULT_NAME = "tiny-long"
 
 
-def long_config(steps: int = STUDY_STEPS) -> PretrainConfig:
-    """Return the SFT recipe of the study's model: the tiny recipe on chains of LONG_OPS operations."""
-    return replace(PretrainConfig(), min_ops=LONG_OPS[0], max_ops=LONG_OPS[1], steps=steps, batch_size=BATCH_SIZE)
+def long_config(steps: int = LONG_ANSWER_RECIPE.steps) -> PretrainConfig:
+    """Return the SFT recipe of the study's model: the long-answer recipe with ``steps`` SFT steps."""
+    return replace(LONG_ANSWER_RECIPE, steps=steps)
 
 
-def run(steps: int = STUDY_STEPS) -> int:
+def run(steps: int = LONG_ANSWER_RECIPE.steps) -> int:
     """Build the study's model and measure its mismatch at natural lengths (bf16 and fp16 self pairs); return the
     exit status."""
     if (mismatch_root() / RESULT_NAME).is_dir():
@@ -48,7 +46,7 @@ def run(steps: int = STUDY_STEPS) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run the study; return the exit status."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=STUDY_STEPS, help="SFT steps of the study's model")
+    p.add_argument("--steps", type=int, default=LONG_ANSWER_RECIPE.steps, help="SFT steps of the study's model")
     args = p.parse_args(argv)
     try:
         return run(args.steps)

@@ -40,6 +40,9 @@ class TinyDataConfig:
     seed: int = 11
     max_tokens: int = 96
     dtype: str = VLLM_DTYPES["bf16"]
+    min_ops: int = 2  # the generated chains' length range (precision_rl.tiny.problems)
+    max_ops: int = 3
+    max_prompt_tokens: int = 128  # the filter engine's context is this plus max_tokens
 
 
 def _model_key(model_dir: Path) -> str:
@@ -119,7 +122,8 @@ def ensure_datasets(model_dir: Path, train: str = TRAIN_RECIPE, val: tuple[str, 
     if train_path.is_file() and val_path.is_file() and stamp_path.is_file() and json.loads(stamp_path.read_text()) == stamp:
         return train_path, [val_path]
 
-    generated = make_problems(config.pool + config.val_problems, seed=config.seed)
+    generated = make_problems(config.pool + config.val_problems, seed=config.seed, min_ops=config.min_ops,
+                              max_ops=config.max_ops)
     to_problem = lambda p: Problem(p.question, p.answer)  # noqa: E731
     pool, held_out = [to_problem(p) for p in generated[: config.pool]], [to_problem(p) for p in generated[config.pool:]]
     selection = None if refilter else committed_selection(stamp["model_key"], config)
@@ -141,16 +145,22 @@ def ensure_datasets(model_dir: Path, train: str = TRAIN_RECIPE, val: tuple[str, 
     return train_path, [val_path]
 
 
-def _filter(model_dir: Path, pool: list, config: TinyDataConfig) -> tuple[list, int]:
+def filter_pool(model_dir: Path, pool: list, config: TinyDataConfig):
+    """Sample ``config.k`` responses per problem of ``pool`` from the model with vLLM (T=1); return the
+    RebuildResult: every problem's success rate and the problems within ``[config.low, config.high]``."""
     from precision_rl.data.rebuild import rebuild_sanity
 
-    print(f"building {TRAIN_RECIPE}: {config.k} samples x {len(pool)} generated problems, keeping "
-          f"{config.low:.0%}-{config.high:.0%} success", flush=True)
     for key, value in {"VLLM_CPU_KVCACHE_SPACE": str(VLLM_CPU_KVCACHE_GIB), "VLLM_CACHE_ROOT": str(vllm_cache_root())}.items():
         os.environ.setdefault(key, value)
-    result = rebuild_sanity(str(model_dir), pool, k=config.k, low=config.low, high=config.high, template=TEMPLATE,
-                            dtype=config.dtype, max_tokens=config.max_tokens, seed=config.seed,
-                            max_model_len=config.max_tokens + 128)
+    return rebuild_sanity(str(model_dir), pool, k=config.k, low=config.low, high=config.high, template=TEMPLATE,
+                          dtype=config.dtype, max_tokens=config.max_tokens, seed=config.seed,
+                          max_model_len=config.max_tokens + config.max_prompt_tokens)
+
+
+def _filter(model_dir: Path, pool: list, config: TinyDataConfig) -> tuple[list, int]:
+    print(f"building {TRAIN_RECIPE}: {config.k} samples x {len(pool)} generated problems, keeping "
+          f"{config.low:.0%}-{config.high:.0%} success", flush=True)
+    result = filter_pool(model_dir, pool, config)
     if len(result.kept) < config.max_train:
         raise UserError(f"the tiny model solved too few problems in [{config.low}, {config.high}] "
                         f"({len(result.kept)} of {len(pool)}); rebuild the model with `make tiny-model`")

@@ -44,6 +44,13 @@ class PretrainConfig:
         return config_key(self)
 
 
+# The long-answer model: the tiny recipe on chains of 2-24 operations (a ~150-token prompt and a ~255-token answer at
+# 24, within the 512 positions), trained for the offline studies' 400 steps on half the batch (its sequences are ~3x
+# as long). The long-answer mismatch study and the solve-rate probe use it.
+LONG_ANSWER_RECIPE = PretrainConfig(min_ops=2, max_ops=24, steps=400, batch_size=16)
+LONG_ANSWER_TOKENS = (160, 320)  # (prompt, response) budget that holds a 24-operation chain
+
+
 def model_dir(config: PretrainConfig = PretrainConfig()) -> Path:
     """Return where the SFT-trained tiny model of ``config`` is cached."""
     return tiny_models_root() / config.key()
