@@ -58,3 +58,20 @@ def test_an_existing_result_is_printed_and_never_redone(tmp_path, monkeypatch, c
 def test_a_bad_argument_exits_2_naming_it(capsys):
     assert S.main(["--model", "huge"]) == 2
     assert capsys.readouterr().err.strip() == "error: unknown model 'huge': choose tiny or long"
+
+
+@pytest.mark.slow
+def test_the_probe_runs_the_filters_engine_and_writes_its_table(tiny_random_model, tmp_path, monkeypatch, capsys):
+    """A random model solves nothing: every chain length has success 0 and no problem lies in the band."""
+    pytest.importorskip("vllm")
+    from precision_rl.tiny import pretrain
+
+    monkeypatch.setenv(paths.RUNS_ENV, str(tmp_path / "runs"))
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path / "vllm"))
+    monkeypatch.setattr(pretrain, "ensure_tiny_model", lambda recipe: tiny_random_model)
+    assert S.run("tiny", pool=4, k=2) == 0
+    out = S.result_path(*S.plan("tiny", None, None, 4, 2))
+    lines = out.read_text().splitlines()
+    assert lines[0] == ",".join(S.COLUMNS) and lines[-1].startswith("all,4,0.0,0.0,0")
+    assert "0 of 4 problems in the band: too few for a tiny sanity set (12)" in capsys.readouterr().out
