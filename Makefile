@@ -164,6 +164,8 @@ bench-grader: $(STAMP) ## Measure the grader's throughput on the shared MATH500/
 .PHONY: collect figures tables check publish publish-mismatch bench-analysis _analysis-always
 RUNS_DIR ?= $(or $(PRECISION_RL_RUNS),runs)
 RESULTS ?= results
+# README_RESULTS names a README whose results block `make tables` rewrites (published-results: README.md).
+README_RESULTS ?=
 FIG_DIR ?= paper_figures
 WANDB_CSV ?=
 WANDB_SCALE ?= paper
@@ -206,8 +208,8 @@ $(foreach f,$(FIGURES),$(eval $(call FIGURE_RULE,$(f))))
 figures: $(METRICS_TABLE) | $(STAMP) ## Redraw every figure at both scales into paper_figures/<scale>/ (PNG + PDF, local files only)
 	$(PY) -m precision_rl figures --results $(RESULTS) --mismatch $(MISMATCH_DIRS) --out $(FIG_DIR)
 
-tables: $(METRICS_TABLE) | $(STAMP) ## Write results/summary.{csv,md} (one row per run) and results/paper_comparison.{csv,md} (each panel beside the paper, with a verdict)
-	$(PY) -m precision_rl tables --results $(RESULTS)
+tables: $(METRICS_TABLE) | $(STAMP) ## Write results/summary.{csv,md} (one row per run), results/paper_comparison.{csv,md} (each panel beside the paper, with a verdict) and results/precision_pairs.{csv,md} (FP16 beside BF16 per seed)
+	$(PY) -m precision_rl tables --results $(RESULTS) $(if $(README_RESULTS),--readme $(README_RESULTS))
 
 check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make check [RUN='sanity.grpo-fp16-s42 ...'] [SCALE=tiny]
 	$(PY) -m precision_rl check $(foreach r,$(CHECK_RUNS),'$(r)') --scale $(SCALE) --results $(RESULTS)
@@ -216,8 +218,8 @@ publish: | $(STAMP) ## Copy finished runs' manifest + metrics into results/logs/
 	$(PY) -m precision_rl publish $(foreach r,$(CHECK_RUNS),'$(r)')
 
 .PHONY: published-results
-published-results: ## Redraw the committed figures and results/paper_comparison.* from results/logs alone (after make publish)
-	$(MAKE) figures tables RUNS_DIR=$(RESULTS)/logs
+published-results: ## Redraw the committed figures, results/*.md and the README's results block from results/logs alone (after make publish)
+	$(MAKE) figures tables RUNS_DIR=$(RESULTS)/logs README_RESULTS=README.md
 
 publish-mismatch: | $(STAMP) ## Copy offline mismatch results (self pairs, tables as CSV) into results/logs/mismatch/: make publish-mismatch [RESULT='<model folder> ...']
 	$(PY) -m precision_rl publish-mismatch $(RESULT)

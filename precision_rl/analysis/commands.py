@@ -81,14 +81,19 @@ def cmd_figures(args) -> int:
 
 
 def cmd_tables(args) -> int:
-    """Write results/summary.{csv,md} and results/paper_comparison.{csv,md}, print both Markdown tables; return 0."""
-    from precision_rl.analysis import paper_compare
+    """Write results/summary.{csv,md}, results/paper_comparison.{csv,md} and results/precision_pairs.{csv,md}, print
+    the first two Markdown tables, rewrite the results block of --readme when given; return 0."""
+    from precision_rl.analysis import pairs, paper_compare
     from precision_rl.analysis.tables import summarize, to_markdown, write_summary
 
     summary = summarize(_table(args))
     comparison = paper_compare.compare_summary(summary)
-    written = write_summary(summary, args.out or args.results)
-    written += paper_compare.write_comparison(comparison, args.out or args.results)
+    paired = pairs.pair_runs(summary)
+    out = args.out or args.results
+    written = [*write_summary(summary, out), *paper_compare.write_comparison(comparison, out),
+               *pairs.write_pairs(paired, out)]
+    if args.readme and pairs.update_readme(paired, args.readme):
+        written.append(args.readme)
     print(to_markdown(summary))
     print(paper_compare.to_markdown(comparison))
     print(f"wrote {', '.join(map(str, written))}", file=sys.stderr)
@@ -186,10 +191,12 @@ def add_parsers(sub) -> None:
     figures.add_argument("--only", nargs="+", metavar="FIGURE", help="draw only these figures (names as under analysis/)")
     figures.set_defaults(func=cmd_figures)
 
-    tables = sub.add_parser("tables", help="write the per-run results table (summary.csv and summary.md) and the "
-                                           "table beside the paper's values (paper_comparison.csv and .md)")
+    tables = sub.add_parser("tables", help="write the per-run results table (summary.csv and summary.md), the "
+                                           "table beside the paper's values (paper_comparison.csv and .md) and FP16 "
+                                           "beside BF16 seed by seed (precision_pairs.csv and .md)")
     _add_source(tables)
     tables.add_argument("--out", type=Path, help="output folder (default: the --results folder)")
+    tables.add_argument("--readme", type=Path, help="also rewrite this README's results block (the tiny-scale pairs)")
     tables.set_defaults(func=cmd_tables)
 
     check = sub.add_parser("check", help="apply the paper's pass criteria to runs; exit 1 on any failure")

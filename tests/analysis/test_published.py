@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from precision_rl import paths
-from precision_rl.analysis import paper_compare, tables
+from precision_rl.analysis import pairs, paper_compare, tables
 from precision_rl.analysis.figures import RUN_SOURCES, FigureData, draw_figure
 from precision_rl.analysis.logs import load_runs, publish_runs, run_dirs_under
 from precision_rl.analysis.synthetic import run_records, write_run
@@ -55,6 +55,19 @@ def test_the_committed_run_summary_is_the_one_the_published_logs_give(tmp_path):
     pd.testing.assert_frame_equal(pd.read_csv(fresh_csv), pd.read_csv(committed), check_exact=False, rtol=1e-9,
                                   obj=f"{committed} {stale}")
     assert fresh_md.read_text() == (paths.RESULTS_DIR / tables.SUMMARY_MD).read_text(), f"the .md {stale}"
+
+
+def test_the_committed_pairs_and_the_readme_block_are_the_ones_the_published_logs_give(tmp_path):
+    fresh = pairs.pair_runs(tables.summarize(load_runs(run_dirs_under(paths.LOGS_DIR))))
+    fresh_csv, fresh_md = pairs.write_pairs(fresh, tmp_path)
+    stale = "is stale: rewrite it with `make published-results`"
+    committed = paths.RESULTS_DIR / pairs.PAIRS_CSV
+    assert committed.is_file(), f"{committed} is missing: write it with `make published-results`"
+    pd.testing.assert_frame_equal(pd.read_csv(fresh_csv), pd.read_csv(committed), check_exact=False, rtol=1e-9,
+                                  obj=f"{committed} {stale}")
+    assert fresh_md.read_text() == (paths.RESULTS_DIR / pairs.PAIRS_MD).read_text(), f"the .md {stale}"
+    readme = (paths.REPO_ROOT / "README.md").read_text()
+    assert pairs.readme_with_block(readme, fresh) == readme, f"the README's results block {stale}"
 
 
 @pytest.fixture
