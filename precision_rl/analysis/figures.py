@@ -535,7 +535,8 @@ def _heatmap(ax, cells: HeatCells, title: str, fmt: str, log: bool) -> None:
 def build_ablation(data: FigureData, scale: str):
     """Return the precision ablation: reward and KL over steps per arm, and train × infer heat-maps whose cells
     give the mean over seeds and the seed count, or why the cell is empty."""
-    pairs = panel_arms(data.specs(scale), "ablation")
+    pairs = sorted(panel_arms(data.specs(scale), "ablation"),
+                   key=lambda pair: (HEATMAP_ORDER.index(pair[1].train), HEATMAP_ORDER.index(pair[1].infer)))
     arms = [data.arm_runs(scale, spec, arm, P.precision_label(arm.train, arm.infer)) for spec, arm in pairs]
     fig, axes = P.new_figure(2, 2, panel_size=(4.2, 2.8), gap=(1.4, 0.85), top=1.15, right=0.7)
     drew = [False] * len(arms)

@@ -29,9 +29,10 @@ def test_every_paper_run_is_registered(specs):
     assert {specs[f"moe/{a}"].algorithm for a in ("grpo_seq_mis", "grpo_token_tis", "pg_seq_tis")} == {
         "grpo_seq_mis", "grpo_token_tis", "pg_seq_tis"}
     assert specs["dense14b/dapo"].algorithm == "dapo" and specs["dense14b/dapo"].model == "Qwen/Qwen3-14B-Base"
-    ablation = specs["ablation/precision"]
-    assert {(a.train, a.infer) for a in ablation.arms} == {
-        (t, i) for t in ("bf16", "fp16", "fp32") for i in ("bf16", "fp16", "fp32")}
+    cells = [(a.train, a.infer) for spec in specs.values() for a in spec.panel_arms("ablation")]
+    assert sorted(cells) == sorted((t, i) for t in ("bf16", "fp16", "fp32") for i in ("bf16", "fp16", "fp32"))
+    assert {(a.train, a.infer) for a in specs["sanity/grpo"].panel_arms("ablation")} == {("bf16", "bf16"),
+                                                                                        ("fp16", "fp16")}
 
 
 def test_paper_values_and_hidden_fork_settings(specs):

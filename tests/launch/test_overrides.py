@@ -309,3 +309,13 @@ def test_dapo_refuses_a_batch_size_that_is_not_positive():
                                  overlong_buffer_len=4, overlong_penalty_factor=1.0, max_response_length=16)
     with pytest.raises(UserError, match="positive batch sizes"):
         verl_algorithm_overrides("dapo", settings)
+
+
+@pytest.mark.parametrize("scale", ["paper", "tiny"])
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_the_ablations_uniform_cells_are_sanity_grpos_runs(scale, precision):
+    """The precision ablation leaves out BF16/BF16 and FP16/FP16 because sanity/grpo renders the same run."""
+    specs = registry.load_all(scale)
+    ablation, grpo, arm = specs["ablation/precision"], specs["sanity/grpo"], PrecisionArm(precision, precision)
+    assert arm not in ablation.arms and arm in grpo.panel_arms("ablation")
+    assert verl_overrides(ablation, arm, CTX) == verl_overrides(grpo, arm, CTX)
