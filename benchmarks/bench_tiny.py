@@ -30,7 +30,6 @@ from precision_rl.fileio import atomic_write_json
 from precision_rl.launch import runs
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K1, TOKEN_KL_K3
 from precision_rl.paths import BENCH_DIR, REPO_ROOT, mismatch_root, runs_root
-from precision_rl.verl_ext.cpu_features import cpu_flags
 
 EXPERIMENT = "sanity/grpo"
 ARMS = ("fp16", "bf16")
@@ -100,22 +99,13 @@ def offline_ratios() -> dict | None:
     return None
 
 
-def machine() -> dict:
-    """Return the CPU model and its fp16/bf16 matrix features with the rest of the hardware record."""
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), None) if Path("/proc/cpuinfo").exists() else None
-    flags = cpu_flags()
-    wanted = ("avx512_fp16", "amx_fp16", "avx512_bf16", "amx_bf16", "amx_tile", "avx512f")
-    return {**runs.hardware(), "cpu_model": model, "matrix_flags": sorted(f for f in wanted if f in flags)}
-
-
 def main() -> int:
     """Run (or summarize) both arms and print the summary; return 0."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--existing", action="store_true", help="summarize the newest finished runs instead")
     args = parser.parse_args()
-    out = {"experiment": EXPERIMENT, "seed": args.seed, "machine": machine(), "measured": runs.utc_stamp()}
+    out = {"experiment": EXPERIMENT, "seed": args.seed, "machine": runs.hardware(), "measured": runs.utc_stamp()}
     for precision in ARMS:
         run_dir = (runs.latest_run_dir(runs_root(), "tiny", EXPERIMENT, precision, args.seed) if args.existing
                    else run_arm(precision, args.seed))

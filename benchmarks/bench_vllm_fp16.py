@@ -15,11 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_tiny import machine  # this folder is on sys.path when a benchmark runs as a script
-
 from precision_rl.console import render_table
 from precision_rl.fileio import atomic_write_json
-from precision_rl.launch.runs import utc_stamp
+from precision_rl.launch.runs import hardware, utc_stamp
 from precision_rl.paths import BENCH_DIR, REPO_ROOT, VLLM_TEMP_ENV
 
 CONFIGS = (("bfloat16", "vllm"), ("float16", "vllm"), ("float16", "emulated"))
@@ -70,12 +68,12 @@ def main() -> int:
                 print(f"bench-vllm-fp16: {dtype} with {gemm} GEMMs failed: {last}", file=sys.stderr)
                 return 1
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    hardware = machine()
-    print(f"CPU: {hardware['cpu_model']} x{hardware['cpu_count']}, "
-          f"matrix features: {', '.join(hardware['matrix_flags']) or 'none'}")
+    machine = hardware()
+    print(f"CPU: {machine['cpu_model']} x{machine['cpu_count']}, "
+          f"matrix features: {', '.join(machine['matrix_flags']) or 'none'}")
     print(render_table([[r["dtype"], r["gemm"], r["tokens"], f"{r['seconds']:.2f}", f"{r['tok_per_s']:.0f}"] for r in rows],
                        ["dtype", "GEMM", "tokens", "s", "tok/s"]))
-    path = atomic_write_json(BENCH_DIR / f"vllm-fp16-{utc_stamp()}.json", {"hardware": hardware, "rows": rows})
+    path = atomic_write_json(BENCH_DIR / f"vllm-fp16-{utc_stamp()}.json", {"hardware": machine, "rows": rows})
     print(f"wrote {path.relative_to(REPO_ROOT)}")
     return 0
 

@@ -263,6 +263,7 @@ def base_manifest(plan: RunPlan) -> dict:
         "versions": runs.package_versions(),
         "hardware": runs.hardware(),
         "datasets": runs.dataset_hashes([train, *val]),
+        "model_files": runs.model_hashes(plan.model_path),
         "created": runs.utc_stamp(),
         "status": runs.RUNNING,
         "attempts": [],

@@ -25,6 +25,7 @@ from precision_rl import __version__
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json
 from precision_rl.paths import REPO_ROOT
+from precision_rl.verl_ext.cpu_features import cpu_model, matrix_flags
 
 MANIFEST = "manifest.json"
 TRAIN_LOG = "train.log"
@@ -195,9 +196,10 @@ def package_versions(names: tuple[str, ...] = VERSIONED_PACKAGES) -> dict[str, s
 
 
 def hardware() -> dict:
-    """Return this machine's CPU, memory and GPU description."""
+    """Return this machine's CPU (model, count, matrix-kernel flags), memory and GPU description."""
     info: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine(),
-                            "cpu_count": os.cpu_count(), "python": platform.python_version()}
+                            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "matrix_flags": matrix_flags(),
+                            "python": platform.python_version()}
     try:
         info["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)
     except (ValueError, OSError, AttributeError):
@@ -223,3 +225,20 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
 def dataset_hashes(paths: list[Path]) -> dict[str, str | None]:
     """Return sha256 of each dataset file (None for a file that does not exist yet)."""
     return {str(p): (sha256_file(p) if Path(p).is_file() else None) for p in paths}
+
+
+# A model file larger than this is recorded unhashed (None): reading a paper-scale checkpoint would delay the launch.
+MODEL_FILE_HASH_LIMIT = 1 << 30
+
+
+def model_hashes(model_path: str | None, limit: int = MODEL_FILE_HASH_LIMIT) -> dict[str, str | None] | None:
+    """Return sha256 of each file of a local model folder, by file name (None for a file over ``limit`` bytes).
+
+    Returns None where ``model_path`` is not a local folder (a hub id is resolved by the trainer itself). Tiny models
+    are rebuilt on each machine from their recipe; the hashes tell whether two runs trained the same weights.
+    """
+    folder = Path(model_path) if model_path else None
+    if folder is None or not folder.is_dir():
+        return None
+    return {f.name: (sha256_file(f) if f.stat().st_size <= limit else None)
+            for f in sorted(folder.iterdir()) if f.is_file()}

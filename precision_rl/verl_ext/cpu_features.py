@@ -10,18 +10,37 @@ from precision_rl.verl_ext.settings import FP16_GEMM_CHOICES, FP16_GEMM_ENV
 
 # CPU flags (as /proc/cpuinfo names them) that give torch fast fp16 GEMMs on x86: AVX512-FP16 and AMX-FP16.
 FP16_MATRIX_FLAGS = ("avx512_fp16", "amx_fp16")
+# The flags that set how fast this CPU runs each dtype's matrix products; every run and benchmark records them.
+MATRIX_FLAGS = (*FP16_MATRIX_FLAGS, "avx512_bf16", "amx_bf16", "amx_tile", "avx512f")
+CPUINFO = Path("/proc/cpuinfo")
 
 
-def cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> set[str]:
-    """Return the feature flags of the first CPU in ``cpuinfo`` (empty where the file is absent)."""
+def _first_cpu_field(names: tuple[str, ...], cpuinfo: Path) -> str | None:
+    """Return the value of the first line of ``cpuinfo`` that starts with one of ``names`` (None where absent)."""
     try:
         text = cpuinfo.read_text()
     except OSError:
-        return set()
+        return None
     for line in text.splitlines():
-        if line.startswith(("flags", "Features")):
-            return set(line.split(":", 1)[1].split())
-    return set()
+        if line.startswith(names):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def cpu_flags(cpuinfo: Path = CPUINFO) -> set[str]:
+    """Return the feature flags of the first CPU in ``cpuinfo`` (empty where the file is absent)."""
+    return set((_first_cpu_field(("flags", "Features"), cpuinfo) or "").split())
+
+
+def cpu_model(cpuinfo: Path = CPUINFO) -> str | None:
+    """Return the first CPU's model name in ``cpuinfo`` (None where the file or the field is absent)."""
+    return _first_cpu_field(("model name",), cpuinfo)
+
+
+def matrix_flags(flags: set[str] | None = None) -> list[str]:
+    """Return, sorted, which of ``MATRIX_FLAGS`` this CPU (or ``flags``) has."""
+    flags = cpu_flags() if flags is None else flags
+    return sorted(f for f in MATRIX_FLAGS if f in flags)
 
 
 def fp16_gemm_mode(flags: set[str] | None = None) -> str:

@@ -120,6 +120,7 @@ def test_a_run_records_manifest_log_and_metrics(isolated):
     assert manifest["precision"] == {"label": "fp16", "train": "fp16", "infer": "fp16"} and manifest["seed"] == 3
     assert manifest["run_name"] == "sanity.grpo-fp16-s3" and "git" in manifest and manifest["versions"]["verl"] == "0.9.1"
     assert any(o.endswith(str(run_dir / "metrics.jsonl")) for o in manifest["verl_overrides"])
+    assert manifest["model_files"] is None and "matrix_flags" in manifest["hardware"]
     assert json.loads((run_dir / "metrics.jsonl").read_text())["step"] == 1
     assert "step:1" in (run_dir / "train.log").read_text()
 

@@ -46,3 +46,20 @@ def test_a_running_attempt_whose_launcher_is_gone_reads_as_died():
     assert runs.effective_status(doc(runs.launcher_record())) == "running"  # this very process
     assert runs.effective_status(doc({**record, "host": "another-node"})) == "running"  # cannot tell from here
     assert runs.effective_status({"status": "killed", "attempts": []}) == "killed"
+
+
+def test_model_hashes_fingerprint_a_local_model_and_skip_a_hub_id_and_large_files(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"x" * 100)
+    (tmp_path / "sub").mkdir()
+    hashes = runs.model_hashes(str(tmp_path))
+    assert hashes == {"config.json": runs.sha256_file(tmp_path / "config.json"),
+                      "model.safetensors": runs.sha256_file(tmp_path / "model.safetensors")}
+    assert runs.model_hashes(str(tmp_path), limit=50)["model.safetensors"] is None
+    assert runs.model_hashes("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B") is None and runs.model_hashes(None) is None
+
+
+def test_hardware_names_the_cpu_and_its_matrix_flags():
+    info = runs.hardware()
+    assert {"cpu_model", "cpu_count", "matrix_flags", "memory_gib", "gpus"} <= set(info)
+    assert isinstance(info["matrix_flags"], list)

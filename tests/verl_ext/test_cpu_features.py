@@ -3,7 +3,7 @@
 import pytest
 
 from precision_rl.errors import UserError
-from precision_rl.verl_ext.cpu_features import cpu_flags, fp16_gemm_mode
+from precision_rl.verl_ext.cpu_features import cpu_flags, cpu_model, fp16_gemm_mode, matrix_flags
 from precision_rl.verl_ext.settings import FP16_GEMM_ENV
 
 
@@ -27,3 +27,11 @@ def test_flags_are_read_from_cpuinfo(tmp_path):
     info.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512_fp16\n\nprocessor\t: 1\nflags\t\t: fpu\n")
     assert cpu_flags(info) == {"fpu", "avx2", "avx512_fp16"}
     assert cpu_flags(tmp_path / "absent") == set()
+
+
+def test_model_and_matrix_flags_are_read_from_cpuinfo(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel name\t: Some CPU @ 2.0GHz\nflags\t\t: fpu avx512f avx512_bf16 amx_tile\n")
+    assert cpu_model(info) == "Some CPU @ 2.0GHz" and cpu_model(tmp_path / "absent") is None
+    assert matrix_flags(cpu_flags(info)) == ["amx_tile", "avx512_bf16", "avx512f"]
+    assert matrix_flags({"fpu", "sse2"}) == []
