@@ -48,6 +48,12 @@ def mismatch_root() -> Path:
     return runs_root() / MISMATCH_DIR
 
 
+def mismatch_roots() -> tuple[Path, Path]:
+    """Return the folders offline mismatch results are read from: ``<runs root>/mismatch``, then the published
+    copies in ``<published logs>/mismatch``."""
+    return mismatch_root(), logs_root() / MISMATCH_DIR
+
+
 def cache_root() -> Path:
     """Return the project cache (``$PRECISION_RL_CACHE`` or ``<repo>/.cache``): tiny models, vLLM's cache."""
     return Path(os.environ.get(CACHE_ENV, REPO_ROOT / ".cache")).resolve()

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from precision_rl.config.scale import SCALE_CHOICES, SCALES
-from precision_rl.paths import FIGURES_DIR, MISMATCH_DIR, RESULTS_DIR, logs_root, mismatch_root, runs_root
+from precision_rl.paths import FIGURES_DIR, RESULTS_DIR, logs_root, mismatch_root, mismatch_roots, runs_root
 
 
 def _table(args):
@@ -30,7 +30,7 @@ def _figure_data(args):
     """Return the FigureData of ``args``: the run table and the offline mismatch folders."""
     from precision_rl.analysis.figures import FigureData
 
-    return FigureData(_table(args), args.mismatch or (mismatch_root(), logs_root() / MISMATCH_DIR))
+    return FigureData(_table(args), args.mismatch or mismatch_roots())
 
 
 def _add_source(parser: argparse.ArgumentParser, mismatch: bool = False) -> None:
@@ -149,7 +149,7 @@ def cmd_publish_mismatch(args) -> int:
     """Copy offline mismatch results (the self pairs, tables as CSV) into results/logs/mismatch/; return 0."""
     from precision_rl.analysis.mismatch_results import publish_mismatch
 
-    for target in publish_mismatch(args.root or mismatch_root(), args.out or logs_root() / MISMATCH_DIR, args.model):
+    for target in publish_mismatch(args.root or mismatch_root(), args.out or mismatch_roots()[1], args.model):
         print(target)
     return 0
 

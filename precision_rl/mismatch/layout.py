@@ -5,6 +5,18 @@ The tool writes the tables as parquet; a published copy (``results/logs/mismatch
 tables as CSV text. Readers take whichever is there.
 """
 
+from __future__ import annotations
+
+from pathlib import Path
+
+from precision_rl.paths import mismatch_roots
+
 TOKENS, SEQUENCES = "tokens.parquet", "sequences.parquet"
 TOKENS_CSV, SEQUENCES_CSV = "tokens.csv", "sequences.csv"
 SUMMARY, MANIFEST = "summary.json", "manifest.json"
+
+
+def existing_result(model_slug: str) -> Path | None:
+    """Return the folder of the result ``model_slug`` in runs/mismatch or among the published copies (None where
+    neither holds it)."""
+    return next((root / model_slug for root in mismatch_roots() if (root / model_slug).is_dir()), None)

@@ -16,8 +16,8 @@ from dataclasses import replace
 
 from precision_rl.errors import UserError
 from precision_rl.mismatch.config import TINY_DATA
+from precision_rl.mismatch.layout import existing_result
 from precision_rl.mismatch.width import measure
-from precision_rl.paths import mismatch_root
 from precision_rl.tiny.pretrain import LONG_ANSWER_RECIPE, LONG_ANSWER_TOKENS, PretrainConfig, ensure_tiny_model
 
 LONG_OPS = (LONG_ANSWER_RECIPE.min_ops, LONG_ANSWER_RECIPE.max_ops)
@@ -34,8 +34,8 @@ def long_config(steps: int = LONG_ANSWER_RECIPE.steps) -> PretrainConfig:
 def run(steps: int = LONG_ANSWER_RECIPE.steps) -> int:
     """Build the study's model and measure its mismatch at natural lengths (bf16 and fp16 self pairs); return the
     exit status."""
-    if (mismatch_root() / RESULT_NAME).is_dir():
-        print(f"{RESULT_NAME}: results exist in {mismatch_root() / RESULT_NAME}, skipped", flush=True)
+    if found := existing_result(RESULT_NAME):
+        print(f"{RESULT_NAME}: results exist in {found}, skipped", flush=True)
         return 0
     model = ensure_tiny_model(long_config(steps))
     return measure(model, RESULT_NAME, ("--data", f"{TINY_DATA}:{LONG_OPS[0]}-{LONG_OPS[1]}",

@@ -5,7 +5,7 @@ Each width is its own SFT build of the tiny model: the tiny scale's recipe with 
 SFT steps than the tiny scale's model so that the widest stays affordable on 2 cores (each build is cached under
 ``.cache/tiny-model/<key>``). Then the mismatch tool measures each model as ``make mismatch`` does by default,
 under the result name ``tiny-w<width>``. ``python -m precision_rl.mismatch.width [--widths 128 256 384]``; widths
-whose results exist are skipped.
+whose results exist (in runs/mismatch or published in results/logs/mismatch) are skipped.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from precision_rl.errors import UserError
-from precision_rl.paths import REPO_ROOT, mismatch_root
+from precision_rl.mismatch.layout import existing_result
+from precision_rl.paths import REPO_ROOT
 from precision_rl.tiny.model import TinyModelConfig
 from precision_rl.tiny.pretrain import PretrainConfig, ensure_tiny_model
 
@@ -60,8 +61,8 @@ def measure(model: Path, name: str, extra: tuple[str, ...] = ()) -> int:
 def run(widths: tuple[int, ...] = WIDTHS, steps: int = STUDY_STEPS) -> int:
     """Build each width's model and measure its mismatch (bf16 and fp16 self pairs); return the exit status."""
     for width in widths:
-        if (mismatch_root() / result_name(width)).is_dir():
-            print(f"width {width}: results exist in {mismatch_root() / result_name(width)}, skipped", flush=True)
+        if found := existing_result(result_name(width)):
+            print(f"width {width}: results exist in {found}, skipped", flush=True)
             continue
         status = measure(ensure_tiny_model(width_config(width, steps)), result_name(width))
         if status:

@@ -6,7 +6,7 @@ import pytest
 
 from precision_rl.mismatch import long_answers as L
 from precision_rl.mismatch.config import tiny_ops
-from precision_rl.paths import RUNS_ENV
+from precision_rl.paths import LOGS_ENV, RUNS_ENV
 from precision_rl.tiny.pretrain import PretrainConfig
 
 
@@ -31,9 +31,11 @@ def test_the_study_samples_prompts_of_its_own_range_with_exact_kl(tmp_path, monk
     assert int(args["--max-tokens"]) == L.MAX_TOKENS
 
 
-def test_an_existing_result_is_kept_without_building(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv(RUNS_ENV, str(tmp_path))
-    (tmp_path / "mismatch" / L.RESULT_NAME).mkdir(parents=True)
+@pytest.mark.parametrize("root", ["runs", "logs"])
+def test_an_existing_or_published_result_is_kept_without_building(tmp_path, monkeypatch, capsys, root):
+    monkeypatch.setenv(RUNS_ENV, str(tmp_path / "runs"))
+    monkeypatch.setenv(LOGS_ENV, str(tmp_path / "logs"))
+    (tmp_path / root / "mismatch" / L.RESULT_NAME).mkdir(parents=True)
     monkeypatch.setattr(L, "ensure_tiny_model", lambda *a, **k: pytest.fail("an existing result was rebuilt"))
     assert L.run() == 0
     assert "skipped" in capsys.readouterr().out

@@ -6,7 +6,7 @@ import pytest
 
 from precision_rl.errors import UserError
 from precision_rl.mismatch import width as W
-from precision_rl.paths import RUNS_ENV
+from precision_rl.paths import LOGS_ENV, RUNS_ENV
 from precision_rl.tiny.model import TinyModelConfig
 from precision_rl.tiny.pretrain import PretrainConfig
 
@@ -30,9 +30,11 @@ def test_only_the_width_changes():
 
 
 def test_existing_results_are_skipped_without_building(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv(RUNS_ENV, str(tmp_path))
-    for width in (128, 512):
-        (tmp_path / "mismatch" / W.result_name(width)).mkdir(parents=True)
+    monkeypatch.setenv(RUNS_ENV, str(tmp_path / "runs"))
+    monkeypatch.setenv(LOGS_ENV, str(tmp_path / "logs"))
+    (tmp_path / "runs" / "mismatch" / W.result_name(128)).mkdir(parents=True)
+    (tmp_path / "logs" / "mismatch" / W.result_name(512)).mkdir(parents=True)  # published only: a fresh clone's case
     monkeypatch.setattr(W, "ensure_tiny_model", lambda *a, **k: pytest.fail("a finished width was rebuilt"))
     assert W.run((128, 512)) == 0
-    assert capsys.readouterr().out.count("skipped") == 2
+    out = capsys.readouterr().out
+    assert out.count("skipped") == 2 and str(tmp_path / "logs" / "mismatch" / W.result_name(512)) in out
