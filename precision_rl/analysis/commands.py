@@ -81,18 +81,23 @@ def cmd_figures(args) -> int:
 
 
 def cmd_tables(args) -> int:
-    """Write results/summary.{csv,md}, results/paper_comparison.{csv,md} and results/precision_pairs.{csv,md}, print
-    the first two Markdown tables, rewrite the results block of --readme when given; return 0."""
-    from precision_rl.analysis import pairs, paper_compare
+    """Write results/summary.{csv,md}, results/paper_comparison.{csv,md}, results/precision_pairs.{csv,md} and
+    results/grid_progress.{csv,md}, print the first two Markdown tables, rewrite the results and grid blocks of
+    --readme when given; return 0."""
+    from precision_rl.analysis import pairs, paper_compare, progress
+    from precision_rl.analysis.readme_blocks import update_readme
     from precision_rl.analysis.tables import summarize, to_markdown, write_summary
 
     summary = summarize(_table(args))
     comparison = paper_compare.compare_summary(summary)
     paired = pairs.pair_runs(summary)
+    grid = progress.grid_progress(summary)
     out = args.out or args.results
     written = [*write_summary(summary, out), *paper_compare.write_comparison(comparison, out),
-               *pairs.write_pairs(paired, out)]
-    if args.readme and pairs.update_readme(paired, args.readme):
+               *pairs.write_pairs(paired, out), *progress.write_progress(grid, out)]
+    blocks = [(pairs.README_BLOCK, pairs.scale_section(paired, pairs.README_SCALE)),
+              (progress.README_BLOCK, progress.scale_section(grid, progress.README_SCALE))]
+    if args.readme and update_readme(args.readme, blocks):
         written.append(args.readme)
     print(to_markdown(summary))
     print(paper_compare.to_markdown(comparison))
@@ -196,7 +201,8 @@ def add_parsers(sub) -> None:
                                            "beside BF16 seed by seed (precision_pairs.csv and .md)")
     _add_source(tables)
     tables.add_argument("--out", type=Path, help="output folder (default: the --results folder)")
-    tables.add_argument("--readme", type=Path, help="also rewrite this README's results block (the tiny-scale pairs)")
+    tables.add_argument("--readme", type=Path, help="also rewrite this README's results block (the tiny-scale pairs) "
+                                                    "and grid block (the runs planned and finished)")
     tables.set_defaults(func=cmd_tables)
 
     check = sub.add_parser("check", help="apply the paper's pass criteria to runs; exit 1 on any failure")

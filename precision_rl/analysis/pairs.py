@@ -9,18 +9,16 @@ the mismatch grew, the paper's feedback loop before a BF16 collapse). The README
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pandas as pd
 
 from precision_rl.analysis.checks import SANITY_FAMILY
 from precision_rl.analysis.paper_compare import ARMS
+from precision_rl.analysis.readme_blocks import ReadmeBlock
 from precision_rl.analysis.series import TRAIL_WINDOW
 from precision_rl.analysis.tables import TREND_WINDOW, write_csv_and_markdown
 from precision_rl.console import render_table
-from precision_rl.errors import UserError
-from precision_rl.fileio import atomic_write_text
 
 PAIR_COLUMNS = (
     "scale", "experiment", "seed", "fp16_final", "bf16_final", "higher", "mean_abs_diff_ratio", "token_kl_k3_ratio",
@@ -31,6 +29,7 @@ LEVEL = "level"
 README_SCALE = "tiny"
 README_BEGIN = "<!-- precision pairs (tiny scale): written by `make published-results` from results/logs -->"
 README_END = "<!-- end of precision pairs -->"
+README_BLOCK = ReadmeBlock(README_BEGIN, README_END)
 _PER_RUN = {"final_reward": "final", "wall_time_s": "wall_s", "mean_abs_diff_first": "diff", "token_kl_k3_first": "kl",
             "mean_abs_diff_last": "diff_last"}
 
@@ -160,26 +159,10 @@ def write_pairs(pairs: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
 
 def readme_block(pairs: pd.DataFrame) -> str:
     """Return the README's results block: the markers around the README_SCALE section."""
-    return f"{README_BEGIN}\n{scale_section(pairs, README_SCALE)}\n{README_END}"
-
-
-_BLOCK = re.compile(re.escape(README_BEGIN) + r".*?" + re.escape(README_END), re.DOTALL)
+    return README_BLOCK.render(scale_section(pairs, README_SCALE))
 
 
 def readme_with_block(text: str, pairs: pd.DataFrame) -> str:
     """Return ``text`` (a README) with its results block replaced by the one ``pairs`` give; UserError when the
     README has no block between README_BEGIN and README_END."""
-    if len(_BLOCK.findall(text)) != 1:
-        raise UserError(f"the README needs exactly one results block from {README_BEGIN!r} to {README_END!r}")
-    block = readme_block(pairs)
-    return _BLOCK.sub(lambda _: block, text)
-
-
-def update_readme(pairs: pd.DataFrame, readme: Path) -> bool:
-    """Rewrite ``readme``'s results block from ``pairs``; return whether the file changed."""
-    text = Path(readme).read_text()
-    updated = readme_with_block(text, pairs)
-    if updated != text:
-        atomic_write_text(Path(readme), updated)
-    return updated != text
-
+    return README_BLOCK.replace(text, scale_section(pairs, README_SCALE))

@@ -69,18 +69,14 @@ def test_the_markdown_splits_the_sanity_test_from_the_other_families(summary):
     assert pairs.scale_section(pairs.pair_runs(summary), "paper") == "No experiment has finished both arms at paper scale."
 
 
-def test_the_readme_block_is_replaced_in_place_and_only_when_present(summary, tmp_path):
+def test_the_readme_block_holds_the_tiny_section_between_its_markers(summary):
     paired = pairs.pair_runs(summary)
-    readme = tmp_path / "README.md"
-    readme.write_text(f"intro\n\n{pairs.README_BEGIN}\nstale numbers\n{pairs.README_END}\n\nrest\n")
-    assert pairs.update_readme(paired, readme) is True
-    text = readme.read_text()
-    assert text.startswith("intro\n\n") and text.endswith("\n\nrest\n") and "stale numbers" not in text
-    assert pairs.readme_block(paired) in text
-    assert pairs.update_readme(paired, readme) is False
-    for broken in ("no block at all\n", f"{pairs.README_BEGIN}\n{pairs.README_END}\n" * 2):
-        with pytest.raises(UserError, match="exactly one results block"):
-            pairs.readme_with_block(broken, paired)
+    block = pairs.readme_block(paired)
+    assert block == f"{pairs.README_BEGIN}\n{pairs.scale_section(paired, 'tiny')}\n{pairs.README_END}"
+    stale = f"intro\n\n{pairs.README_BEGIN}\nstale numbers\n{pairs.README_END}\n\nrest\n"
+    assert pairs.readme_with_block(stale, paired) == f"intro\n\n{block}\n\nrest\n"
+    with pytest.raises(UserError, match="exactly one block"):
+        pairs.readme_with_block("no block at all\n", paired)
 
 
 def test_write_pairs_writes_csv_and_markdown(summary, tmp_path):

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from precision_rl import paths
-from precision_rl.analysis import pairs, paper_compare, tables
+from precision_rl.analysis import pairs, paper_compare, progress, tables
 from precision_rl.analysis.figures import RUN_SOURCES, FigureData, draw_figure
 from precision_rl.analysis.logs import load_runs, publish_runs, run_dirs_under
 from precision_rl.analysis.synthetic import run_records, write_run
@@ -68,6 +68,19 @@ def test_the_committed_pairs_and_the_readme_block_are_the_ones_the_published_log
     assert fresh_md.read_text() == (paths.RESULTS_DIR / pairs.PAIRS_MD).read_text(), f"the .md {stale}"
     readme = (paths.REPO_ROOT / "README.md").read_text()
     assert pairs.readme_with_block(readme, fresh) == readme, f"the README's results block {stale}"
+
+
+def test_the_committed_grid_progress_and_its_readme_block_are_the_ones_the_published_logs_give(tmp_path):
+    fresh = progress.grid_progress(tables.summarize(load_runs(run_dirs_under(paths.LOGS_DIR))))
+    fresh_csv, fresh_md = progress.write_progress(fresh, tmp_path)
+    stale = "is stale: rewrite it with `make published-results`"
+    committed = paths.RESULTS_DIR / progress.PROGRESS_CSV
+    assert committed.is_file(), f"{committed} is missing: write it with `make published-results`"
+    pd.testing.assert_frame_equal(pd.read_csv(fresh_csv, keep_default_na=False),
+                                  pd.read_csv(committed, keep_default_na=False), obj=f"{committed} {stale}")
+    assert fresh_md.read_text() == (paths.RESULTS_DIR / progress.PROGRESS_MD).read_text(), f"the .md {stale}"
+    readme = (paths.REPO_ROOT / "README.md").read_text()
+    assert progress.readme_with_block(readme, fresh) == readme, f"the README's grid block {stale}"
 
 
 @pytest.fixture

@@ -1,0 +1,104 @@
+"""How far the grid is (``make tables`` → ``results/grid_progress.{csv,md}``): every run the registry plans at a
+scale (experiment x precision arm x seed, the runs ``make grid`` makes) against the finished runs of a run table.
+
+The README's grid block is the tiny-scale section, rewritten by ``make published-results`` from the committed logs,
+so that the count of done runs is never typed by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from precision_rl.analysis.readme_blocks import ReadmeBlock
+from precision_rl.analysis.tables import write_csv_and_markdown
+from precision_rl.config import registry
+from precision_rl.config.scale import SCALES
+from precision_rl.console import render_table
+from precision_rl.launch.runs import FINISHED
+from precision_rl.paths import EXPERIMENTS_DIR
+
+PROGRESS_COLUMNS = ("scale", "family", "experiment", "arms", "seeds", "planned", "finished", "not_run")
+PROGRESS_CSV, PROGRESS_MD = "grid_progress.csv", "grid_progress.md"
+README_SCALE = "tiny"
+README_BLOCK = ReadmeBlock(
+    "<!-- grid progress (tiny scale): written by `make published-results` from results/logs -->",
+    "<!-- end of grid progress -->")
+HEADERS = ["experiment", "seeds", "finished", "not run yet"]
+
+
+def _not_run_text(missing: list[tuple[str, int]], planned: list[tuple[str, int]]) -> str:
+    """Return the missing runs, arms that lack the same seeds together (``fp16, bf16: s1 s7``); ``all`` where none
+    has run, ``""`` where all have."""
+    if not missing or len(missing) == len(planned):
+        return "all" if missing else ""
+    by_arm: dict[str, list[int]] = {}
+    for arm, seed in missing:
+        by_arm.setdefault(arm, []).append(seed)
+    by_seeds: dict[tuple[int, ...], list[str]] = {}
+    for arm, seeds in by_arm.items():
+        by_seeds.setdefault(tuple(seeds), []).append(arm)
+    return "; ".join(f"{', '.join(arms)}: " + " ".join(f"s{seed}" for seed in seeds) for seeds, arms in by_seeds.items())
+
+
+def grid_progress(summary: pd.DataFrame, scales: tuple[str, ...] = SCALES,
+                  root: Path = EXPERIMENTS_DIR) -> pd.DataFrame:
+    """Return one row per scale and registered experiment (columns PROGRESS_COLUMNS): the runs the grid plans,
+    how many of them ``summary`` (``tables.summarize``) holds as finished, and the ones not run yet.
+
+    A finished run counts where its experiment, precision label and seed are one the registry plans; runs of
+    other seeds or arms (a single ``make run`` with another SEED) are not counted.
+    """
+    finished = summary[summary["status"] == FINISHED]
+    done = set(zip(finished["scale"], finished["experiment"], finished["precision"], finished["seed"].astype(int),
+                   strict=True))
+    rows = []
+    for scale in scales:
+        for name, spec in registry.load_all(scale, root).items():
+            planned = [(arm, seed) for arm in spec.arm_labels for seed in spec.seeds]
+            missing = [(arm, seed) for arm, seed in planned if (scale, name, arm, seed) not in done]
+            rows.append({"scale": scale, "family": spec.family, "experiment": name,
+                         "arms": ", ".join(spec.arm_labels), "seeds": " ".join(map(str, spec.seeds)),
+                         "planned": len(planned), "finished": len(planned) - len(missing),
+                         "not_run": _not_run_text(missing, planned)})
+    return pd.DataFrame(rows, columns=list(PROGRESS_COLUMNS))
+
+
+def scale_section(progress: pd.DataFrame, scale: str) -> str:
+    """Return the Markdown of one scale: the totals (all, then per family), the command that runs the rest, and
+    one table row per experiment."""
+    group = progress[progress["scale"] == scale]
+    planned, finished = int(group["planned"].sum()), int(group["finished"].sum())
+    families = group.groupby("family", sort=False)[["finished", "planned"]].sum()
+    per_family = ", ".join(f"{family} {row.finished}/{row.planned}" for family, row in families.iterrows())
+    rest = (f"`make grid SCALE={scale}` runs the other {planned - finished}, one after another, skipping the "
+            "finished and the published ones." if finished < planned else "The grid is complete.")
+    rows = [[r.experiment, r.seeds, f"{r.finished}/{r.planned}", r.not_run or "—"]
+            for r in group.itertuples(index=False)]
+    table = render_table(rows, HEADERS, markdown=True, floatfmt="")
+    return (f"**{finished} of the {planned} runs the registry plans at {scale} scale have finished** "
+            f"(by family: {per_family}). {rest}\n\n{table}")
+
+
+def to_markdown(progress: pd.DataFrame) -> str:
+    """Return the progress as a Markdown document: one section per scale, the definitions below."""
+    parts = ["# The grid: runs planned and finished", ""]
+    for scale in dict.fromkeys(progress["scale"]):
+        parts += [f"## {scale} scale", "", scale_section(progress, scale), ""]
+    parts += ["Planned: every precision arm of every registered experiment on each seed it names for the scale "
+              "(`seeds` in the experiment files), the runs `make grid` makes. Finished: a run of that experiment, "
+              "arm and seed whose status is finished in the run logs read (the committed copy: `results/logs/`).",
+              ""]
+    return "\n".join(parts)
+
+
+def write_progress(progress: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``grid_progress.csv`` and ``grid_progress.md`` into ``out_dir`` atomically; return both paths."""
+    return write_csv_and_markdown(progress, to_markdown(progress), Path(out_dir) / PROGRESS_CSV,
+                                  Path(out_dir) / PROGRESS_MD)
+
+
+def readme_with_block(text: str, progress: pd.DataFrame) -> str:
+    """Return ``text`` (a README) with its grid block replaced by the README_SCALE section of ``progress``."""
+    return README_BLOCK.replace(text, scale_section(progress, README_SCALE))

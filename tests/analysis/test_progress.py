@@ -1,0 +1,64 @@
+"""How far the grid is: the registry's planned runs against the finished runs of a summary, and its Markdown."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from precision_rl.analysis import progress
+from precision_rl.analysis.tables import SUMMARY_COLUMNS
+from precision_rl.config import registry
+
+
+def run(experiment, precision, seed, status="finished", scale="tiny"):
+    row = dict.fromkeys(SUMMARY_COLUMNS, math.nan)
+    row.update(scale=scale, experiment=experiment, precision=precision, seed=seed, status=status)
+    return row
+
+
+@pytest.fixture
+def summary():
+    return pd.DataFrame([
+        *(run("sanity/grpo", arm, seed) for arm in ("fp16", "bf16") for seed in (42, 1, 7)),
+        run("sanity/gspo", "fp16", 42), run("sanity/gspo", "bf16", 42), run("sanity/gspo", "fp16", 1),
+        run("sanity/gspo", "bf16", 1, status="interrupted"),  # not finished: still to run
+        run("sanity/gspo", "fp16", 3),  # a seed the grid does not plan: not counted
+        run("sanity/pg_seq_is", "fp16", 42, scale="paper"),
+    ])
+
+
+def test_every_planned_run_is_listed_once_and_only_finished_planned_runs_count(summary):
+    grid = progress.grid_progress(summary)
+    for scale in ("tiny", "paper"):
+        specs = registry.load_all(scale)
+        rows = grid[grid["scale"] == scale].set_index("experiment")
+        assert list(rows.index) == list(specs)
+        assert rows["planned"].sum() == sum(len(s.arms) * len(s.seeds) for s in specs.values())
+    tiny = grid[grid["scale"] == "tiny"].set_index("experiment")
+    assert tiny.loc["sanity/grpo", ["planned", "finished", "not_run"]].tolist() == [6, 6, ""]
+    assert tiny.loc["sanity/gspo", ["finished", "not_run"]].tolist() == [3, "fp16: s7; bf16: s1 s7"]
+    assert tiny.loc["ablation/precision", ["finished", "not_run"]].tolist() == [0, "all"]
+    paper = grid[grid["scale"] == "paper"].set_index("experiment")
+    assert paper.loc["sanity/pg_seq_is", ["planned", "finished", "not_run"]].tolist() == [2, 1, "bf16: s42"]
+
+
+def test_the_section_states_the_totals_per_family_and_the_command_for_the_rest(summary):
+    grid = progress.grid_progress(summary)
+    tiny = grid[grid["scale"] == "tiny"]
+    text = progress.scale_section(grid, "tiny")
+    assert text.startswith(f"**9 of the {tiny['planned'].sum()} runs the registry plans at tiny scale have finished**")
+    assert "sanity 9/54" in text and f"`make grid SCALE=tiny` runs the other {tiny['planned'].sum() - 9}" in text
+    row = next(line for line in text.splitlines() if line.startswith("| sanity/gspo "))
+    assert [c.strip() for c in row.strip("|").split("|")] == ["sanity/gspo", "42 1 7", "3/6", "fp16: s7; bf16: s1 s7"]
+    complete = grid.assign(finished=grid["planned"], not_run="")
+    assert "The grid is complete." in progress.scale_section(complete, "tiny")
+
+
+def test_write_progress_and_the_readme_block(summary, tmp_path):
+    grid = progress.grid_progress(summary)
+    csv_path, md_path = progress.write_progress(grid, tmp_path)
+    assert len(pd.read_csv(csv_path)) == len(grid)
+    assert md_path.read_text().startswith("# The grid: runs planned and finished\n\n## paper scale\n")
+    readme = f"a\n{progress.README_BLOCK.render('stale')}\nb\n"
+    assert progress.readme_with_block(readme, grid) == \
+        f"a\n{progress.README_BLOCK.render(progress.scale_section(grid, 'tiny'))}\nb\n"
