@@ -36,51 +36,50 @@ def test_every_committed_figure_names_only_published_runs():
                     assert (run_dir / runs.MANIFEST).is_file() and runs.attempt_files(run_dir), rel
 
 
-def test_the_committed_comparison_with_the_paper_is_the_one_the_published_logs_give(tmp_path):
-    committed = paths.RESULTS_DIR / paper_compare.COMPARISON_CSV
-    assert committed.is_file(), f"{committed} is missing: write it with `make tables RUNS_DIR=results/logs`"
-    fresh_csv, fresh_md = paper_compare.write_comparison(
-        paper_compare.compare(load_runs(run_dirs_under(paths.LOGS_DIR))), tmp_path)
-    stale = "is stale: rewrite it with `make tables RUNS_DIR=results/logs`"
-    pd.testing.assert_frame_equal(pd.read_csv(fresh_csv), pd.read_csv(committed), check_exact=False, rtol=1e-9,
-                                  obj=f"{committed} {stale}")
-    assert fresh_md.read_text() == (paths.RESULTS_DIR / paper_compare.COMPARISON_MD).read_text(), f"the .md {stale}"
+TABLES = "make tables RUNS_DIR=results/logs"
+PUBLISHED_RESULTS = "make published-results"
 
 
-def test_the_committed_run_summary_is_the_one_the_published_logs_give(tmp_path):
-    committed = paths.RESULTS_DIR / tables.SUMMARY_CSV
-    assert committed.is_file(), f"{committed} is missing: write it with `make tables RUNS_DIR=results/logs`"
-    fresh_csv, fresh_md = tables.write_summary(tables.summarize(load_runs(run_dirs_under(paths.LOGS_DIR))), tmp_path)
-    stale = "is stale: rewrite it with `make tables RUNS_DIR=results/logs`"
-    pd.testing.assert_frame_equal(pd.read_csv(fresh_csv), pd.read_csv(committed), check_exact=False, rtol=1e-9,
-                                  obj=f"{committed} {stale}")
-    assert fresh_md.read_text() == (paths.RESULTS_DIR / tables.SUMMARY_MD).read_text(), f"the .md {stale}"
+@pytest.fixture(scope="module")
+def published_summary():
+    return tables.summarize(load_runs(run_dirs_under(paths.LOGS_DIR)))
 
 
-def test_the_committed_pairs_and_the_readme_block_are_the_ones_the_published_logs_give(tmp_path):
-    fresh = pairs.pair_runs(tables.summarize(load_runs(run_dirs_under(paths.LOGS_DIR))))
-    fresh_csv, fresh_md = pairs.write_pairs(fresh, tmp_path)
-    stale = "is stale: rewrite it with `make published-results`"
-    committed = paths.RESULTS_DIR / pairs.PAIRS_CSV
-    assert committed.is_file(), f"{committed} is missing: write it with `make published-results`"
-    pd.testing.assert_frame_equal(pd.read_csv(fresh_csv), pd.read_csv(committed), check_exact=False, rtol=1e-9,
-                                  obj=f"{committed} {stale}")
-    assert fresh_md.read_text() == (paths.RESULTS_DIR / pairs.PAIRS_MD).read_text(), f"the .md {stale}"
+def assert_committed(fresh: tuple, committed_csv: str, committed_md: str, rewrite: str, blank_is_text=False):
+    """Fail unless the committed CSV and Markdown under results/ equal the ``fresh`` pair written from the logs."""
+    fresh_csv, fresh_md = fresh
+    committed = paths.RESULTS_DIR / committed_csv
+    assert committed.is_file(), f"{committed} is missing: write it with `{rewrite}`"
+    stale = f"is stale: rewrite it with `{rewrite}`"
+    read = {"keep_default_na": False} if blank_is_text else {}
+    pd.testing.assert_frame_equal(pd.read_csv(fresh_csv, **read), pd.read_csv(committed, **read), check_exact=False,
+                                  rtol=1e-9, obj=f"{committed} {stale}")
+    assert fresh_md.read_text() == (paths.RESULTS_DIR / committed_md).read_text(), f"{committed_md} {stale}"
+
+
+def test_the_committed_comparison_with_the_paper_is_the_one_the_published_logs_give(published_summary, tmp_path):
+    fresh = paper_compare.write_comparison(paper_compare.compare_summary(published_summary), tmp_path)
+    assert_committed(fresh, paper_compare.COMPARISON_CSV, paper_compare.COMPARISON_MD, TABLES)
+
+
+def test_the_committed_run_summary_is_the_one_the_published_logs_give(published_summary, tmp_path):
+    assert_committed(tables.write_summary(published_summary, tmp_path), tables.SUMMARY_CSV, tables.SUMMARY_MD, TABLES)
+
+
+def test_the_committed_pairs_and_the_readme_block_are_the_ones_the_published_logs_give(published_summary, tmp_path):
+    fresh = pairs.pair_runs(published_summary)
+    assert_committed(pairs.write_pairs(fresh, tmp_path), pairs.PAIRS_CSV, pairs.PAIRS_MD, PUBLISHED_RESULTS)
     readme = (paths.REPO_ROOT / "README.md").read_text()
-    assert pairs.readme_with_block(readme, fresh) == readme, f"the README's results block {stale}"
+    assert pairs.readme_with_block(readme, fresh) == readme, f"the README's results block is stale: {PUBLISHED_RESULTS}"
 
 
-def test_the_committed_grid_progress_and_its_readme_block_are_the_ones_the_published_logs_give(tmp_path):
-    fresh = progress.grid_progress(tables.summarize(load_runs(run_dirs_under(paths.LOGS_DIR))))
-    fresh_csv, fresh_md = progress.write_progress(fresh, tmp_path)
-    stale = "is stale: rewrite it with `make published-results`"
-    committed = paths.RESULTS_DIR / progress.PROGRESS_CSV
-    assert committed.is_file(), f"{committed} is missing: write it with `make published-results`"
-    pd.testing.assert_frame_equal(pd.read_csv(fresh_csv, keep_default_na=False),
-                                  pd.read_csv(committed, keep_default_na=False), obj=f"{committed} {stale}")
-    assert fresh_md.read_text() == (paths.RESULTS_DIR / progress.PROGRESS_MD).read_text(), f"the .md {stale}"
+def test_the_committed_grid_progress_and_its_readme_block_are_the_ones_the_published_logs_give(published_summary,
+                                                                                              tmp_path):
+    fresh = progress.grid_progress(published_summary)
+    assert_committed(progress.write_progress(fresh, tmp_path), progress.PROGRESS_CSV, progress.PROGRESS_MD,
+                     PUBLISHED_RESULTS, blank_is_text=True)
     readme = (paths.REPO_ROOT / "README.md").read_text()
-    assert progress.readme_with_block(readme, fresh) == readme, f"the README's grid block {stale}"
+    assert progress.readme_with_block(readme, fresh) == readme, f"the README's grid block is stale: {PUBLISHED_RESULTS}"
 
 
 @pytest.fixture
