@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from precision_rl.analysis.readme_blocks import ReadmeBlock
@@ -19,13 +20,14 @@ from precision_rl.console import render_table
 from precision_rl.launch.runs import FINISHED
 from precision_rl.paths import EXPERIMENTS_DIR
 
-PROGRESS_COLUMNS = ("scale", "family", "experiment", "arms", "seeds", "planned", "finished", "not_run")
+PROGRESS_COLUMNS = ("scale", "family", "experiment", "arms", "seeds", "planned", "finished", "not_run",
+                    "finished_wall_s", "median_wall_s", "not_run_estimate_s")
 PROGRESS_CSV, PROGRESS_MD = "grid_progress.csv", "grid_progress.md"
 README_SCALE = "tiny"
 README_BLOCK = ReadmeBlock(
     "<!-- grid progress (tiny scale): written by `make published-results` from results/logs -->",
     "<!-- end of grid progress -->")
-HEADERS = ["experiment", "seeds", "finished", "not run yet"]
+HEADERS = ["experiment", "seeds", "finished", "median wall time", "not run yet"]
 
 
 def _not_run_text(missing: list[tuple[str, int]], planned: list[tuple[str, int]]) -> str:
@@ -42,42 +44,69 @@ def _not_run_text(missing: list[tuple[str, int]], planned: list[tuple[str, int]]
     return "; ".join(f"{', '.join(arms)}: " + " ".join(f"s{seed}" for seed in seeds) for seeds, arms in by_seeds.items())
 
 
+def _median(values: pd.Series) -> float:
+    """Return the median of the finite ``values`` (NaN for none)."""
+    values = values.dropna()
+    return float(values.median()) if len(values) else np.nan
+
+
 def grid_progress(summary: pd.DataFrame, scales: tuple[str, ...] = SCALES,
                   root: Path = EXPERIMENTS_DIR) -> pd.DataFrame:
     """Return one row per scale and registered experiment (columns PROGRESS_COLUMNS): the runs the grid plans,
-    how many of them ``summary`` (``tables.summarize``) holds as finished, and the ones not run yet.
+    how many of them ``summary`` (``tables.summarize``) holds as finished, the ones not run yet, the median wall time
+    of the finished ones, and an estimate of the time the others take.
 
     A finished run counts where its experiment, precision label and seed are one the registry plans; runs of
-    other seeds or arms (a single ``make run`` with another SEED) are not counted.
+    other seeds or arms (a single ``make run`` with another SEED) are not counted. The estimate gives each run not
+    made yet the median wall time of its family's finished runs (more runs than an experiment's two or three, so
+    less moved by one run that shared the cores), else of all the scale's.
     """
-    finished = summary[summary["status"] == FINISHED]
-    done = set(zip(finished["scale"], finished["experiment"], finished["precision"], finished["seed"].astype(int),
-                   strict=True))
+    finished = summary[summary["status"] == FINISHED].assign(seed=lambda f: f["seed"].astype(int))
+    wall = {key: float(w) for key, w in zip(zip(finished["scale"], finished["experiment"], finished["precision"],
+                                                finished["seed"], strict=True), finished["wall_time_s"], strict=True)}
     rows = []
     for scale in scales:
         for name, spec in registry.load_all(scale, root).items():
             planned = [(arm, seed) for arm in spec.arm_labels for seed in spec.seeds]
-            missing = [(arm, seed) for arm, seed in planned if (scale, name, arm, seed) not in done]
+            walls = [wall[(scale, name, arm, seed)] for arm, seed in planned if (scale, name, arm, seed) in wall]
+            missing = [(arm, seed) for arm, seed in planned if (scale, name, arm, seed) not in wall]
             rows.append({"scale": scale, "family": spec.family, "experiment": name,
                          "arms": ", ".join(spec.arm_labels), "seeds": " ".join(map(str, spec.seeds)),
-                         "planned": len(planned), "finished": len(planned) - len(missing),
-                         "not_run": _not_run_text(missing, planned)})
-    return pd.DataFrame(rows, columns=list(PROGRESS_COLUMNS))
+                         "planned": len(planned), "finished": len(walls), "not_run": _not_run_text(missing, planned),
+                         "finished_wall_s": float(sum(walls)), "median_wall_s": _median(pd.Series(walls, dtype=float)),
+                         "walls": walls})
+    frame = pd.DataFrame(rows)
+    estimate = pd.Series(np.nan, index=frame.index)
+    for keys in (["scale", "family"], ["scale"]):
+        pooled = frame.groupby(keys)["walls"].transform(
+            lambda walls: _median(pd.Series([w for run_walls in walls for w in run_walls], dtype=float)))
+        estimate = estimate.fillna(pooled.astype(float))
+    frame["not_run_estimate_s"] = (frame["planned"] - frame["finished"]) * estimate
+    return frame[list(PROGRESS_COLUMNS)]
+
+
+def _hours(seconds: float) -> str:
+    """Return ``seconds`` as hours with one decimal (``8.4 h``)."""
+    return f"{seconds / 3600:.1f} h"
 
 
 def scale_section(progress: pd.DataFrame, scale: str) -> str:
-    """Return the Markdown of one scale: the totals (all, then per family), the command that runs the rest, and
-    one table row per experiment."""
+    """Return the Markdown of one scale: the totals (all, then per family), the time the finished runs took and an
+    estimate of the rest, the command that runs the rest, and one table row per experiment."""
     group = progress[progress["scale"] == scale]
     planned, finished = int(group["planned"].sum()), int(group["finished"].sum())
     families = group.groupby("family", sort=False)[["finished", "planned"]].sum()
     per_family = ", ".join(f"{family} {row.finished}/{row.planned}" for family, row in families.iterrows())
     rest = (f"`make grid SCALE={scale}` runs the other {planned - finished}, one after another, skipping the "
-            "finished and the published ones." if finished < planned else "The grid is complete.")
-    rows = [[r.experiment, r.seeds, f"{r.finished}/{r.planned}", r.not_run or "—"]
+            f"finished and the published ones; at the median wall time of each run's family (of all the scale's "
+            f"runs where its family has none yet) they take about {_hours(group['not_run_estimate_s'].sum())}."
+            if finished < planned else "The grid is complete.")
+    rows = [[r.experiment, r.seeds, f"{r.finished}/{r.planned}",
+             f"{r.median_wall_s:.0f} s" if np.isfinite(r.median_wall_s) else "—", r.not_run or "—"]
             for r in group.itertuples(index=False)]
     table = render_table(rows, HEADERS, markdown=True, floatfmt="")
-    return (f"**{finished} of the {planned} runs the registry plans at {scale} scale have finished** "
+    spent = f" and took {_hours(group['finished_wall_s'].sum())} in all" if finished else ""
+    return (f"**{finished} of the {planned} runs the registry plans at {scale} scale have finished**{spent} "
             f"(by family: {per_family}). {rest}\n\n{table}")
 
 
@@ -88,7 +117,11 @@ def to_markdown(progress: pd.DataFrame) -> str:
         parts += [f"## {scale} scale", "", scale_section(progress, scale), ""]
     parts += ["Planned: every precision arm of every registered experiment on each seed it names for the scale "
               "(`seeds` in the experiment files), the runs `make grid` makes. Finished: a run of that experiment, "
-              "arm and seed whose status is finished in the run logs read (the committed copy: `results/logs/`).",
+              "arm and seed whose status is finished in the run logs read (the committed copy: `results/logs/`). "
+              "Wall time: the launcher's, from each run's manifest (`wall_time_s` in `summary.csv`), measured on "
+              "the machine of the sitting that made the run and under its load (some shared the cores with other "
+              "work); the estimate of the rest gives each run not made yet the median of its family's finished "
+              "runs, else of all the scale's.",
               ""]
     return "\n".join(parts)
 
