@@ -19,6 +19,7 @@ from precision_rl.analysis.readme_blocks import ReadmeBlock
 from precision_rl.analysis.series import TRAIL_WINDOW
 from precision_rl.analysis.tables import TREND_WINDOW, write_csv_and_markdown
 from precision_rl.console import render_table
+from precision_rl.launch.runs import FINISHED
 
 PAIR_COLUMNS = (
     "scale", "experiment", "seed", "fp16_final", "bf16_final", "higher", "mean_abs_diff_ratio", "token_kl_k3_ratio",
@@ -40,9 +41,11 @@ def _higher(fp16: float, bf16: float) -> str:
 
 
 def pair_runs(summary: pd.DataFrame) -> pd.DataFrame:
-    """Return one row per (scale, experiment, seed) whose FP16 and BF16 runs both finished (columns PAIR_COLUMNS),
-    sorted; runs of mixed precision (train one dtype, infer another) are not arms of a pair."""
-    finished = summary[(summary["status"] == "finished") & summary["precision"].isin(ARMS)]
+    """Return one row per (scale, experiment, seed) whose FP16 and BF16 runs both finished training (columns
+    PAIR_COLUMNS), sorted; runs of mixed precision (train one dtype, infer another) and runs without a training
+    reward (the evaluation-only experiments) are not arms of a pair."""
+    finished = summary[(summary["status"] == FINISHED) & summary["precision"].isin(ARMS)
+                       & summary["final_reward"].notna()]
     arms = {arm: finished[finished["precision"] == arm].set_index(["scale", "experiment", "seed"])[list(_PER_RUN)]
             .rename(columns=lambda c, arm=arm: f"{arm}_{_PER_RUN[c]}") for arm in ARMS}
     both = arms["fp16"].join(arms["bf16"], how="inner").reset_index()

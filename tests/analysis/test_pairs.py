@@ -83,3 +83,9 @@ def test_write_pairs_writes_csv_and_markdown(summary, tmp_path):
     csv_path, md_path = pairs.write_pairs(pairs.pair_runs(summary), tmp_path)
     assert len(pd.read_csv(csv_path)) == 3
     assert md_path.read_text().startswith("# FP16 beside BF16, seed by seed\n\n## tiny scale\n")
+
+
+def test_evaluation_only_runs_have_no_training_reward_and_are_not_paired(summary):
+    evaluated = pd.concat([summary, pd.DataFrame([run("eval/inference_precision_8k", arm, 42, math.nan)
+                                                  for arm in ("fp16", "bf16")])], ignore_index=True)
+    assert pairs.pair_runs(evaluated).equals(pairs.pair_runs(summary))
