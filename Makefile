@@ -164,7 +164,7 @@ bench-grader: $(STAMP) ## Measure the grader's throughput on the shared MATH500/
 .PHONY: collect figures tables check publish publish-mismatch bench-analysis _analysis-always
 RUNS_DIR ?= $(or $(PRECISION_RL_RUNS),runs)
 RESULTS ?= results
-# README_RESULTS names a README whose results block `make tables` rewrites (published-results: README.md).
+# README_RESULTS names a README whose results blocks (pairs, grid progress) `make tables` rewrites (published-results: README.md).
 README_RESULTS ?=
 FIG_DIR ?= paper_figures
 WANDB_CSV ?=
@@ -218,7 +218,7 @@ publish: | $(STAMP) ## Copy finished runs' manifest + metrics into results/logs/
 	$(PY) -m precision_rl publish $(foreach r,$(CHECK_RUNS),'$(r)')
 
 .PHONY: published-results
-published-results: ## Redraw the committed figures, results/*.md and the README's results block from results/logs alone (after make publish)
+published-results: ## Redraw the committed figures, results/*.md and the README's results blocks from results/logs alone (after make publish)
 	$(MAKE) figures tables RUNS_DIR=$(RESULTS)/logs README_RESULTS=README.md
 
 publish-mismatch: | $(STAMP) ## Copy offline mismatch results (self pairs, tables as CSV) into results/logs/mismatch/: make publish-mismatch [RESULT='<model folder> ...']
