@@ -8,8 +8,9 @@ experiment: Fig. 3 is fed by five experiments (four BF16 arms, one FP16 arm) and
 (``sanity/grpo``: fig1a, fig2a, fig3, fig4, fork_ablation). Which runs feed a panel is written only in the
 experiment files; ``registry_problems`` checks that the two agree: every panel of the file is fed by an experiment,
 and every Fig. 1, 2, 3 and 5 panel of the registry has a value. Fig. 5 has no panel in the registry (it is the
-offline tool's, ``make mismatch``), and Fig. 4, Table 2 and the ablations compare no FP16 arm with a BF16 one by a
-statistic of ``make tables``, so they have no row.
+offline tool's, ``make mismatch``); Fig. 4 and the ablations compare no FP16 arm with a BF16 one by a statistic
+of ``make tables``, and Table 2 compares accuracies on its second validation set too (AIME24 beside AMC23), which
+the summary's one first-set column does not hold, so none of them has a row (its runs are in ``summary.md``).
 
 A row compares one statistic of ``tables.summarize`` (the same definitions, none repeated here) between the FP16 and
 the BF16 arm of a panel: Fig. 1 the final training reward (the trailing mean of ``series.summarize_reward``), Fig. 2
