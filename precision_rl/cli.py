@@ -144,13 +144,11 @@ def _add_selection(parser: argparse.ArgumentParser, experiments_nargs: str) -> N
 
 def cmd_tiny_model(args) -> int:
     """Build (or find) the cached SFT-trained tiny model and the tiny sanity set; print where they are; return 0."""
-    import json
-
     from precision_rl.tiny.data import ensure_datasets
-    from precision_rl.tiny.pretrain import ensure_tiny_model
+    from precision_rl.tiny.pretrain import build_record, ensure_tiny_model
 
     path = ensure_tiny_model()
-    meta = json.loads((path / "pretrain.json").read_text())
+    meta = build_record(path)
     print(f"tiny model: {path} (SFT loss {meta['first_loss']:.2f} -> {meta['final_loss']:.2f}, {meta['seconds']} s)")
     if args.data:
         train, val = ensure_datasets(path, refilter=args.refilter)

@@ -29,6 +29,7 @@ from precision_rl.mismatch.config import (
 from precision_rl.mismatch.prompts import prompt_token_ids
 from precision_rl.mismatch.recompute import Recompute, recompute
 from precision_rl.mismatch.sampling import Sample, SamplingResult, sample
+from precision_rl.tiny.pretrain import build_record
 
 EXACT_KL_AUTO_LIMIT = 64_000_000  # full-vocab mu entries (x4 bytes) kept in memory per inference dtype
 
@@ -77,6 +78,7 @@ def _manifest(cfg: MismatchConfig, model: str, arm: PrecisionArm, argv: list[str
     return {"kind": "mismatch", "model": model, "train_dtype": arm.train, "infer_dtype": arm.infer,
             "config": {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(cfg).items() if k != "pairs"},
             "pairs": [pair_dirname(a) for a in cfg.pairs], "command": argv if argv is not None else sys.argv,
+            "model_build": build_record(model) if Path(model).is_dir() else None,
             "git": runs.git_state(), "packages": runs.package_versions(), "hardware": runs.hardware(),
             "time_utc": runs.utc_stamp()}
 

@@ -4,8 +4,8 @@ Each width is its own SFT build of the tiny model: the tiny scale's recipe with 
 (the same 2.75 ratio), the attention heads (64 dimensions each, two queries per key/value head) changed, and fewer
 SFT steps than the tiny scale's model so that the widest stays affordable on 2 cores (each build is cached under
 ``.cache/tiny-model/<key>``). Then the mismatch tool measures each model as ``make mismatch`` does by default,
-under the result name ``tiny-w<width>``. ``python -m precision_rl.mismatch.width [--widths 128 256 384]``; widths
-whose results exist (in runs/mismatch or published in results/logs/mismatch) are skipped.
+under the result name ``tiny-w<width>``. ``python -m precision_rl.mismatch.width [--widths 128 256 384] [--redo]``;
+widths whose results exist (in runs/mismatch or published in results/logs/mismatch) are skipped unless ``--redo``.
 """
 
 from __future__ import annotations
@@ -58,13 +58,18 @@ def measure(model: Path, name: str, extra: tuple[str, ...] = ()) -> int:
     return status
 
 
-def run(widths: tuple[int, ...] = WIDTHS, steps: int = STUDY_STEPS) -> int:
-    """Build each width's model and measure its mismatch (bf16 and fp16 self pairs); return the exit status."""
+def run(widths: tuple[int, ...] = WIDTHS, steps: int = STUDY_STEPS, redo: bool = False) -> int:
+    """Build each width's model and measure its mismatch (bf16 and fp16 self pairs); return the exit status.
+
+    A width whose results exist is skipped, unless ``redo``: then it is measured again and its results in
+    runs/mismatch are replaced (a published copy is replaced only by ``make publish-mismatch``).
+    """
     for width in widths:
-        if found := existing_result(result_name(width)):
+        if not redo and (found := existing_result(result_name(width))):
             print(f"width {width}: results exist in {found}, skipped", flush=True)
             continue
-        status = measure(ensure_tiny_model(width_config(width, steps)), result_name(width))
+        status = measure(ensure_tiny_model(width_config(width, steps)), result_name(width),
+                         ("--overwrite",) if redo else ())
         if status:
             return status
     return 0
@@ -75,9 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--widths", type=int, nargs="+", default=list(WIDTHS))
     p.add_argument("--steps", type=int, default=STUDY_STEPS, help="SFT steps of every width's model")
+    p.add_argument("--redo", action="store_true",
+                   help="measure widths whose results exist again, replacing them in runs/mismatch (so that every "
+                        "width is measured on one machine, by one version of the code)")
     args = p.parse_args(argv)
     try:
-        return run(tuple(args.widths), args.steps)
+        return run(tuple(args.widths), args.steps, args.redo)
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

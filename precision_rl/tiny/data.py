@@ -19,6 +19,7 @@ from precision_rl.config.precision import VLLM_DTYPES
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_text
 from precision_rl.paths import data_root, vllm_cache_root
+from precision_rl.tiny.pretrain import build_record
 from precision_rl.verl_ext.cpu_overrides import VLLM_CPU_KVCACHE_GIB
 
 TRAIN_RECIPE = "tiny_sanity"
@@ -46,8 +47,8 @@ class TinyDataConfig:
 
 
 def _model_key(model_dir: Path) -> str:
-    meta = Path(model_dir) / "pretrain.json"
-    return json.loads(meta.read_text())["key"] if meta.is_file() else str(Path(model_dir).resolve())
+    record = build_record(model_dir)
+    return record["key"] if record else str(Path(model_dir).resolve())
 
 
 STAMP_FILE = "tiny_stamp.json"  # beside the training parquet: which model and recipe built the set

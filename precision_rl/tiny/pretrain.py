@@ -23,6 +23,7 @@ from precision_rl.tiny.problems import make_problems, user_message
 
 TINY_MODEL_ALIAS = "tiny"
 PROGRESS_INTERVAL_S = 30.0
+BUILD_RECORD = "pretrain.json"  # in each built model's folder: its recipe, cache key and SFT losses
 
 
 @dataclass(frozen=True)
@@ -128,16 +129,23 @@ def build_tiny_model(out_dir: Path, config: PretrainConfig = PretrainConfig(), p
         model = AutoModelForCausalLM.from_pretrained(work, dtype=torch.float32)
         losses = sft(model, tokenizer, config, progress)
         model.save_pretrained(work, safe_serialization=True)
-        (work / "pretrain.json").write_text(json.dumps({
+        (work / BUILD_RECORD).write_text(json.dumps({
             "config": dataclasses.asdict(config), "key": config.key(), "final_loss": losses[-1],
             "first_loss": losses[0], "seconds": round(time.time() - started, 1)}, indent=2))
     return Path(out_dir)
 
 
+def build_record(model: Path | str) -> dict | None:
+    """Return the build record of a tiny model folder (its recipe, cache key, first and final SFT loss, seconds),
+    or None for a folder without one (a hub model, a random model)."""
+    record = Path(model) / BUILD_RECORD
+    return json.loads(record.read_text()) if record.is_file() else None
+
+
 def ensure_tiny_model(config: PretrainConfig = PretrainConfig(), progress: bool = True) -> Path:
     """Return the cached SFT-trained tiny model directory, building it first when it is missing."""
     path = model_dir(config)
-    if (path / "pretrain.json").is_file():
+    if (path / BUILD_RECORD).is_file():
         return path
     print(f"building the tiny model (cached in {path})", flush=True)
     try:

@@ -44,6 +44,8 @@ def test_writes_every_pair_and_reference(result):
             {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[summary["infer_dtype"]])
         assert summary["scale"] == "tiny" and summary["model"] == cfg.model
         assert summary["is_reference_pair"] == (name in ("fp32-bf16", "fp32-fp16"))
+        manifest = json.loads((path / "manifest.json").read_text())
+        assert manifest["model_build"] is None and manifest["hardware"]["matrix_flags"] is not None  # a random model
 
 
 @pytest.mark.slow

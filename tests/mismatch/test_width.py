@@ -38,3 +38,15 @@ def test_existing_results_are_skipped_without_building(tmp_path, monkeypatch, ca
     assert W.run((128, 512)) == 0
     out = capsys.readouterr().out
     assert out.count("skipped") == 2 and str(tmp_path / "logs" / "mismatch" / W.result_name(512)) in out
+
+
+def test_redo_measures_existing_widths_again_and_replaces_their_results(tmp_path, monkeypatch):
+    monkeypatch.setenv(RUNS_ENV, str(tmp_path / "runs"))
+    monkeypatch.setenv(LOGS_ENV, str(tmp_path / "logs"))
+    (tmp_path / "logs" / "mismatch" / W.result_name(128)).mkdir(parents=True)
+    monkeypatch.setattr(W, "ensure_tiny_model", lambda config, *a, **k: tmp_path / config.key())
+    calls = []
+    monkeypatch.setattr(W, "measure", lambda model, name, extra=(): calls.append((model, name, extra)) or 0)
+    assert W.run((128,), redo=True) == 0
+    assert calls == [(tmp_path / W.width_config(128).key(), W.result_name(128), ("--overwrite",))]
+    assert W.main(["--widths", "128", "--redo"]) == 0 and calls[-1][2] == ("--overwrite",)

@@ -23,7 +23,7 @@ from precision_rl.tiny.data import (
     selected_problems,
     write_selection,
 )
-from precision_rl.tiny.pretrain import PretrainConfig
+from precision_rl.tiny.pretrain import BUILD_RECORD, PretrainConfig
 from precision_rl.tiny.problems import make_problems
 
 TINY_SPECS = {name: spec for name, spec in load_all("tiny").items() if spec.data.train == TRAIN_RECIPE}
@@ -51,7 +51,7 @@ def test_mini_batches_split_the_batch_evenly(name):
 def _fake_model(tmp_path: Path, key: str) -> Path:
     model = tmp_path / "model"
     model.mkdir()
-    (model / "pretrain.json").write_text(json.dumps({"key": key}))
+    (model / BUILD_RECORD).write_text(json.dumps({"key": key}))
     return model
 
 

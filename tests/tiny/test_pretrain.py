@@ -1,9 +1,10 @@
+import json
 import math
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from precision_rl.tiny import pretrain
-from precision_rl.tiny.pretrain import PretrainConfig, sft
+from precision_rl.tiny.pretrain import BUILD_RECORD, PretrainConfig, build_record, sft
 
 STEPS = 3
 
@@ -28,3 +29,10 @@ def test_sft_returns_one_finite_loss_per_step_and_reports_progress_outside_a_ter
 def test_sft_is_silent_without_progress(tiny_random_model, capsys):
     _sft(tiny_random_model, progress=False)
     assert "tiny model SFT" not in capsys.readouterr().err
+
+
+def test_the_build_record_is_read_from_a_built_model_only(tmp_path):
+    assert build_record(tmp_path) is None
+    (tmp_path / BUILD_RECORD).write_text(json.dumps({"key": "abc", "final_loss": 0.5}))
+    assert build_record(tmp_path) == {"key": "abc", "final_loss": 0.5}
+    assert build_record(str(tmp_path)) == build_record(tmp_path)

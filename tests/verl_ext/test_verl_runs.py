@@ -30,6 +30,7 @@ from precision_rl.launch import runs
 from precision_rl.launch.overrides import ROLLOUT
 from precision_rl.launch.supervise import SHM_DIR
 from precision_rl.paths import REPO_ROOT
+from precision_rl.tiny.pretrain import BUILD_RECORD
 from precision_rl.verl_ext.rollout import STOP_KEY
 
 pytestmark = pytest.mark.slow
@@ -84,7 +85,7 @@ def home(tmp_path_factory, tiny_random_model):
     key = PretrainConfig().key()
     model_dir = root / "cache" / "tiny-model" / key
     shutil.copytree(tiny_random_model, model_dir)
-    (model_dir / "pretrain.json").write_text(json.dumps({"key": key, "note": "untrained stand-in for tests"}))
+    (model_dir / BUILD_RECORD).write_text(json.dumps({"key": key, "note": "untrained stand-in for tests"}))
     problems = [Problem(p.question, p.answer) for p in make_problems(16, seed=9)]
     for name, split, rows in ((tiny_data.TRAIN_RECIPE, "train", problems[:12]),
                               (tiny_data.VAL_RECIPE, "test", problems[12:])):
