@@ -194,24 +194,28 @@ def grid_command(experiments: list[str], scale: str) -> str:
     return f"make grid GRID='{' '.join(sorted(set(experiments)))}' SCALE={scale}"
 
 
-def why_missing(arm: ArmRuns, scale: str, what: str) -> str:
-    """Return why ``arm`` draws nothing in a panel: its finished runs lack ``what``, none of its runs finished, or
-    it has none (at paper scale: needs GPUs)."""
+def why_missing(arm: ArmRuns, scale: str, what: str, nonpositive: bool = False) -> str:
+    """Return why ``arm`` draws nothing in a panel: its finished runs logged ``what`` only at or below zero on a
+    log scale (``nonpositive``), or not at all, none of its runs finished, or it has none (at paper scale: needs
+    GPUs)."""
     if arm.finished:
-        return f"no data ({what} not logged)"
+        return f"{what} ≤ 0 throughout (log scale)" if nonpositive else f"no data ({what} not logged)"
     if arm.unfinished:
         plural = "s" if len(arm.unfinished) > 1 else ""
         return f"run{plural} unfinished ({', '.join(sorted(set(arm.unfinished)))})"
     return NEEDS_GPUS if scale == "paper" else NOT_RUN_YET
 
 
-def panel_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str) -> list[str]:
+def panel_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str,
+                nonpositive: frozenset[str] = frozenset()) -> list[str]:
     """Return a note on ``arms``, one line per group of arms in the same state, drawn arms first: "FP16, BF16:
     3 seeds", "BF16: not run yet —" followed by the line "make grid GRID='sanity/gspo' SCALE=tiny"; ``seeds``
-    holds the seeds each arm drew (0: none). More than MAX_LISTED_ARMS arms in one state are counted, not named."""
+    holds the seeds each arm drew (0: none); ``nonpositive`` names the arms whose values were all ≤ 0 on a log
+    scale. More than MAX_LISTED_ARMS arms in one state are counted, not named."""
     groups: dict[str, list[ArmRuns]] = {}
     for arm, n in sorted(zip(arms, seeds, strict=True), key=lambda pair: pair[1] == 0):
-        groups.setdefault(P.seeds_label(n) if n else why_missing(arm, scale, what), []).append(arm)
+        state = P.seeds_label(n) if n else why_missing(arm, scale, what, arm.label in nonpositive)
+        groups.setdefault(state, []).append(arm)
     lines = []
     for state, group in groups.items():
         labels = list(dict.fromkeys(a.label for a in group))
@@ -223,30 +227,31 @@ def panel_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str) ->
     return lines
 
 
-def shortfall_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str) -> list[str]:
+def shortfall_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str,
+                    nonpositive: frozenset[str] = frozenset()) -> list[str]:
     """Return a note on the arms that drew fewer seeds in a panel than they finished (what a shared legend says):
     "BF16 GRPO: 2 of 3 seeds", or "BF16 GRPO: no data (… not logged)"."""
     out = []
     for arm, n in zip(arms, seeds, strict=True):
         if n < len(arm.finished):
             out.append(f"{arm.label}: " + (f"{n} of {P.seeds_label(len(arm.finished))}" if n
-                                            else why_missing(arm, scale, what)))
+                                            else why_missing(arm, scale, what, arm.label in nonpositive)))
     return out
 
 
-def finish_panel(ax, arms: list[ArmRuns], seeds: list[int], scale: str, what: str, legend_has_seeds: bool = False
-                 ) -> None:
+def finish_panel(ax, arms: list[ArmRuns], seeds: list[int], scale: str, what: str, legend_has_seeds: bool = False,
+                 nonpositive: frozenset[str] = frozenset()) -> None:
     """Write the panel's note: every arm's state (``panel_lines``) across the panel when no arm drew; otherwise in
     its corner, only the arms short of what the figure's legend says when ``legend_has_seeds``, else every arm's
     state."""
     if not arms:
         P.mark_empty(ax, "no experiment feeds this panel at this scale")
     elif not any(seeds):
-        P.mark_empty(ax, panel_lines(arms, seeds, scale, what))
+        P.mark_empty(ax, panel_lines(arms, seeds, scale, what, nonpositive))
     elif legend_has_seeds:
-        P.corner_note(ax, shortfall_lines(arms, seeds, scale, what))
+        P.corner_note(ax, shortfall_lines(arms, seeds, scale, what, nonpositive))
     else:
-        P.corner_note(ax, panel_lines(arms, seeds, scale, what))
+        P.corner_note(ax, panel_lines(arms, seeds, scale, what, nonpositive))
 
 
 def legend_label(arm: ArmRuns) -> str:
@@ -546,13 +551,15 @@ def build_ablation(data: FigureData, scale: str):
         ax.set_xlabel(STEPS)
         if log:
             ax.set_yscale("log")
-        seeds = []
+        seeds, nonpositive = [], set()
         for arm, (color, style) in zip(arms, looks, strict=True):
             curves = data.curves(scale, list(arm.finished), quantity)
+            if log and any(len(c) for c in curves) and not any((c > 0).any() for c in curves):
+                nonpositive.add(arm.label)  # FP32 against FP32: the KL estimate is rounding noise around 0
             seeds.append(P.draw_training_curve(ax, [c[c > 0] for c in curves] if log else curves, color, arm.label,
                                                style))
         drew = [d or bool(n) for d, n in zip(drew, seeds, strict=True)]
-        finish_panel(ax, arms, seeds, scale, quantity.label, legend_has_seeds=True)
+        finish_panel(ax, arms, seeds, scale, quantity.label, legend_has_seeds=True, nonpositive=frozenset(nonpositive))
     _heatmap(axes[1, 0], heat_cells(data, scale, arms, M.REWARD_Q, _final_reward),
              "Final training reward (trailing mean)", ".2f", False)
     _heatmap(axes[1, 1], heat_cells(data, scale, arms, M.TOKEN_KL_Q, _median), "Median KL[μ‖π] per token", ".1e",

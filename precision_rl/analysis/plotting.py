@@ -230,6 +230,8 @@ def add_caption(fig: plt.Figure, title: str, scale: str, notes: str = "") -> Non
 
 LEGEND_FROM_TOP = 0.38  # inches from the figure's top edge to the shared legend's top
 HEADER_LINE = 0.14  # inches per line of a header note at NOTE_FONTSIZE + 0.5
+ONE_ROW_LEGEND = 0.24  # inches from a one-row shared legend's top to the header note under it
+LEGEND_NOTE_GAP = 0.04  # inches between a taller legend's bottom and the header note
 
 
 def figure_legend(fig: plt.Figure, handles_labels: dict[str, tuple]) -> None:
@@ -252,15 +254,19 @@ def header_note(fig: plt.Figure, lines: list[str]) -> None:
         return
     size = NOTE_FONTSIZE + 0.5
     text = wrap_lines(lines, int(fig.get_figwidth() * 0.8 * 72 / (0.56 * size)))
-    extra = HEADER_LINE * (text.count("\n") + 1) + 0.05
+    renderer = fig.canvas.get_renderer()
+    legend_bottom = max(((fig.bbox.height - legend.get_window_extent(renderer).y0) / fig.dpi
+                         for legend in fig.legends), default=0.0)  # inches from the figure's top edge
+    below_legend = max(ONE_ROW_LEGEND, legend_bottom - LEGEND_FROM_TOP + LEGEND_NOTE_GAP)  # legend top to note top
+    extra = HEADER_LINE * (text.count("\n") + 1) + 0.05 + (below_legend - ONE_ROW_LEGEND)
     height, pars = fig.get_figheight(), fig.subplotpars
     top_in, bottom_in = (1 - pars.top) * height, pars.bottom * height
     fig.set_figheight(height + extra)
     fig.subplots_adjust(top=1 - (top_in + extra) / (height + extra), bottom=bottom_in / (height + extra))
     for legend in fig.legends:
         legend.set_bbox_to_anchor((0.5, 1 - LEGEND_FROM_TOP / (height + extra)))
-    fig.text(0.5, 1 - (LEGEND_FROM_TOP + 0.24) / (height + extra), text, ha="center", va="top", fontsize=size,
-             color="0.25", gid=NOTE_GID)
+    fig.text(0.5, 1 - (LEGEND_FROM_TOP + below_legend) / (height + extra), text, ha="center", va="top",
+             fontsize=size, color="0.25", gid=NOTE_GID)
 
 
 # No creation date, so that a redrawn figure is byte-identical to the committed one when its data is.

@@ -240,3 +240,15 @@ def test_grid_command():
     assert F.grid_command(["sanity/gspo", "sanity/gspo"], "tiny") == "make grid GRID='sanity/gspo' SCALE=tiny"
     assert F.grid_command(["sanity/pg_seq_is", "sanity/gspo"], "paper") == \
         "make grid GRID='sanity/gspo sanity/pg_seq_is' SCALE=paper"
+
+
+def test_an_arm_whose_kl_is_rounding_noise_around_zero_says_so_not_that_it_was_not_logged(tmp_path):
+    rng = np.random.default_rng(3)
+    records = _records(10, "fp32", rng)
+    for r in records:  # FP32 against FP32: the logged estimates sit at or just below 0
+        r["data"].update({M.TOKEN_KL_K3: -9e-10, M.TOKEN_KL_K1: -6e-8})
+    write_run(tmp_path, "tiny", "ablation/precision", "fp32", 42, [records])
+    write_run(tmp_path, "tiny", "sanity/grpo", "bf16", 42, [_records(10, "bf16", rng)])
+    fig = F.build_ablation(_data(tmp_path), "tiny")
+    kl_panel = next(ax for ax in fig.axes if ax.get_title() == M.TOKEN_KL_Q.label)
+    assert P.panel_texts(kl_panel) == [f"FP32: {M.TOKEN_KL_Q.label} ≤ 0 throughout (log scale)"]

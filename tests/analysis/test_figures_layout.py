@@ -82,3 +82,20 @@ def test_wrapping_keeps_commands_and_names_whole():
     words = text.split()
     assert "GRPO-Token-TIS," in words and "GRID='sanity/grpo_token_tis" in words and "SCALE=tiny" in words
     assert text.split("\n")[0] == "BF16 GRPO-Token-TIS,"  # a new paragraph starts a new line
+
+
+def test_a_header_note_sits_under_a_legend_of_several_rows(tmp_path):
+    rng = np.random.default_rng(2)
+    for experiment, arm in [("sanity/grpo", "fp16"), ("sanity/grpo", "bf16"), ("ablation/precision", "fp32"),
+                            ("ablation/precision", "train_bf16-infer_fp16"),
+                            ("ablation/precision", "train_bf16-infer_fp32"),
+                            ("ablation/precision", "train_fp16-infer_bf16")]:
+        write_run(tmp_path, "tiny", experiment, arm, 42, [run_records(20, arm.split("-")[0][-4:], rng, n_metrics=0)])
+    data = F.FigureData(logs.load_runs([tmp_path], progress=False), tmp_path / "mismatch")
+    fig = F.build_ablation(data, "tiny")
+    renderer = fig.canvas.get_renderer()
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert legend.height > 2 * P.HEADER_LINE * fig.dpi  # the six arms take more than one row
+    (header,) = [t for t in fig.texts if t.get_gid() == P.NOTE_GID]
+    note = header.get_window_extent(renderer)
+    assert legend.y0 >= note.y1 - 1 and all(note.y0 >= ax.title.get_window_extent(renderer).y1 for ax in fig.axes)
