@@ -85,7 +85,7 @@ def cmd_tables(args) -> int:
     results/grid_progress.{csv,md}, print the first two Markdown tables, rewrite the results and grid blocks of
     --readme when given; return 0."""
     from precision_rl.analysis import pairs, paper_compare, progress
-    from precision_rl.analysis.readme_blocks import update_readme
+    from precision_rl.analysis.readme_blocks import README_SCALE, update_readme
     from precision_rl.analysis.tables import summarize, to_markdown, write_summary
 
     summary = summarize(_table(args))
@@ -95,8 +95,8 @@ def cmd_tables(args) -> int:
     out = args.out or args.results
     written = [*write_summary(summary, out), *paper_compare.write_comparison(comparison, out),
                *pairs.write_pairs(paired, out), *progress.write_progress(grid, out)]
-    blocks = [(pairs.README_BLOCK, pairs.scale_section(paired, pairs.README_SCALE)),
-              (progress.README_BLOCK, progress.scale_section(grid, progress.README_SCALE))]
+    blocks = [(pairs.README_BLOCK, pairs.scale_section(paired, README_SCALE)),
+              (progress.README_BLOCK, progress.scale_section(grid, README_SCALE))]
     if args.readme and update_readme(args.readme, blocks):
         written.append(args.readme)
     print(to_markdown(summary))

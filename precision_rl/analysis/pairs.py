@@ -15,7 +15,7 @@ import pandas as pd
 
 from precision_rl.analysis.checks import SANITY_FAMILY
 from precision_rl.analysis.paper_compare import ARMS
-from precision_rl.analysis.readme_blocks import ReadmeBlock
+from precision_rl.analysis.readme_blocks import README_SCALE, ReadmeBlock
 from precision_rl.analysis.series import TRAIL_WINDOW
 from precision_rl.analysis.tables import TREND_WINDOW, write_csv_and_markdown
 from precision_rl.console import render_table
@@ -27,7 +27,6 @@ PAIR_COLUMNS = (
 )
 PAIRS_CSV, PAIRS_MD = "precision_pairs.csv", "precision_pairs.md"
 LEVEL = "level"
-README_SCALE = "tiny"
 README_BEGIN = "<!-- precision pairs (tiny scale): written by `make published-results` from results/logs -->"
 README_END = "<!-- end of precision pairs -->"
 README_BLOCK = ReadmeBlock(README_BEGIN, README_END)

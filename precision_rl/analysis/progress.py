@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from precision_rl.analysis.readme_blocks import ReadmeBlock
+from precision_rl.analysis.readme_blocks import README_SCALE, ReadmeBlock
 from precision_rl.analysis.tables import write_csv_and_markdown
 from precision_rl.config import registry
 from precision_rl.config.scale import SCALES
@@ -23,7 +23,6 @@ from precision_rl.paths import EXPERIMENTS_DIR
 PROGRESS_COLUMNS = ("scale", "family", "experiment", "arms", "seeds", "planned", "finished", "not_run",
                     "finished_wall_s", "median_wall_s", "not_run_estimate_s")
 PROGRESS_CSV, PROGRESS_MD = "grid_progress.csv", "grid_progress.md"
-README_SCALE = "tiny"
 README_BLOCK = ReadmeBlock(
     "<!-- grid progress (tiny scale): written by `make published-results` from results/logs -->",
     "<!-- end of grid progress -->")

@@ -10,6 +10,8 @@ from pathlib import Path
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_text
 
+README_SCALE = "tiny"  # the scale the README's blocks show: the one every reader can run
+
 
 @dataclass(frozen=True)
 class ReadmeBlock:
