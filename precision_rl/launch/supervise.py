@@ -289,10 +289,12 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
     progress = Progress(metrics_path)
     tree, guardian, reader, bar = None, None, None, None
     status, reason, interrupted = None, None, False
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                            start_new_session=True)
+    proc: subprocess.Popen | None = None
     last_progress, last_memory, peak = time.monotonic(), 0.0, 0.0
     try:
+        # Started inside the try: an interrupt that lands as soon as the child exists still stops it.
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
+                                start_new_session=True)
         tree = ProcessTree(psutil.Process(proc.pid), str(ray_temp_dir) if ray_temp_dir else None)
         guardian = _start_guardian(proc.pid, env, cwd, log, ray_temp_dir, shm_before, run_dir, attempt)
 
@@ -325,9 +327,10 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
     except KeyboardInterrupt:
         interrupted = True
         status, reason = "interrupted", "interrupted by the user (Ctrl-C or SIGTERM)"
-        _stop(proc)
+        if proc is not None:
+            _stop(proc)
     finally:
-        code = proc.wait()
+        code = proc.wait() if proc is not None else None
         if reader is not None:
             reader.join(timeout=10)
         progress.poll()
