@@ -81,10 +81,10 @@ def cmd_figures(args) -> int:
 
 
 def cmd_tables(args) -> int:
-    """Write results/summary.{csv,md}, results/paper_comparison.{csv,md}, results/precision_pairs.{csv,md} and
-    results/grid_progress.{csv,md}, print the first two Markdown tables, rewrite the results and grid blocks of
-    --readme when given; return 0."""
-    from precision_rl.analysis import pairs, paper_compare, progress
+    """Write results/summary.{csv,md}, results/paper_comparison.{csv,md}, results/precision_pairs.{csv,md},
+    results/grid_progress.{csv,md} and results/mismatch_width.{csv,md} (from the --mismatch folders), print the first
+    two Markdown tables, rewrite the results and grid blocks of --readme when given; return 0."""
+    from precision_rl.analysis import mismatch_scaling, pairs, paper_compare, progress
     from precision_rl.analysis.readme_blocks import README_SCALE, update_readme
     from precision_rl.analysis.tables import summarize, to_markdown, write_summary
 
@@ -94,7 +94,8 @@ def cmd_tables(args) -> int:
     grid = progress.grid_progress(summary)
     out = args.out or args.results
     written = [*write_summary(summary, out), *paper_compare.write_comparison(comparison, out),
-               *pairs.write_pairs(paired, out), *progress.write_progress(grid, out)]
+               *pairs.write_pairs(paired, out), *progress.write_progress(grid, out),
+               *mismatch_scaling.write_width(mismatch_scaling.width_table(args.mismatch or mismatch_roots()), out)]
     blocks = [(pairs.README_BLOCK, pairs.scale_section(paired, README_SCALE)),
               (progress.README_BLOCK, progress.scale_section(grid, README_SCALE))]
     if args.readme and update_readme(args.readme, blocks):
@@ -198,8 +199,10 @@ def add_parsers(sub) -> None:
 
     tables = sub.add_parser("tables", help="write the per-run results table (summary.csv and summary.md), the "
                                            "table beside the paper's values (paper_comparison.csv and .md) and FP16 "
-                                           "beside BF16 seed by seed (precision_pairs.csv and .md)")
-    _add_source(tables)
+                                           "beside BF16 seed by seed (precision_pairs.csv and .md), the grid's "
+                                           "progress (grid_progress.csv and .md) and the width study "
+                                           "(mismatch_width.csv and .md)")
+    _add_source(tables, mismatch=True)
     tables.add_argument("--out", type=Path, help="output folder (default: the --results folder)")
     tables.add_argument("--readme", type=Path, help="also rewrite this README's results block (the tiny-scale pairs) "
                                                     "and grid block (the runs planned and finished)")

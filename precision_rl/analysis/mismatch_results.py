@@ -75,9 +75,21 @@ def _fig5_result(model: str, train: str, infer: str, summary: dict, scale: str) 
     return train == infer and not forced_length(summary) and result_scale(model, summary) == scale
 
 
+def _table_path(pair_dir: Path, parquet: str, csv: str) -> Path:
+    return pair_dir / parquet if (pair_dir / parquet).is_file() else pair_dir / csv
+
+
+def column_names(pair_dir: Path, parquet: str, csv: str) -> list[str]:
+    """Return the column names of a result table (the parquet file, else its published CSV copy); [] if absent."""
+    path = _table_path(Path(pair_dir), parquet, csv)
+    if not path.is_file():
+        return []
+    return list(pd.read_csv(path, nrows=0).columns) if path.suffix == ".csv" else pq.read_schema(path).names
+
+
 def read_columns(pair_dir: Path, parquet: str, csv: str, needed: list[str]) -> dict[str, np.ndarray]:
     """Return the named columns (as float arrays) of a result table: the parquet file, else its published CSV copy."""
-    path = pair_dir / parquet if (pair_dir / parquet).is_file() else pair_dir / csv
+    path = _table_path(pair_dir, parquet, csv)
     if not path.is_file():
         raise UserError(f"missing {pair_dir / parquet} (or its published copy {csv})")
     try:

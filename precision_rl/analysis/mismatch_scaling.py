@@ -24,16 +24,19 @@ import numpy as np
 import pandas as pd
 
 from precision_rl.analysis.mismatch_results import (
+    column_names,
     find_pairs,
     forced_length,
     read_columns,
     read_summary,
     result_scale,
 )
+from precision_rl.analysis.tables import write_csv_and_markdown
+from precision_rl.console import render_table
 from precision_rl.errors import UserError
-from precision_rl.mismatch.layout import TOKENS, TOKENS_CSV
+from precision_rl.mismatch.layout import EXACT_KL, TOKENS, TOKENS_CSV
 from precision_rl.mismatch.long_answers import RESULT_NAME as LONG_RESULT
-from precision_rl.mismatch.width import RESULT_PREFIX
+from precision_rl.mismatch.width import RESULT_PREFIX, STUDY_SCALE
 
 PREFIX_LENGTHS = (16, 32, 64, 128, 256, 512, 1024)  # lengths the table reports (those within the result)
 
@@ -59,7 +62,7 @@ def length_profile(pair_dir: Path, model: str, dtype: str) -> LengthProfile:
     sequences differ in length."""
     cols = read_columns(Path(pair_dir), TOKENS, TOKENS_CSV, ["seq_id", "position", "logp_infer", "logp_train"])
     try:
-        exact = read_columns(Path(pair_dir), TOKENS, TOKENS_CSV, ["exact_kl"])["exact_kl"]
+        exact = read_columns(Path(pair_dir), TOKENS, TOKENS_CSV, [EXACT_KL])[EXACT_KL]
     except UserError:
         raise UserError(f"{pair_dir}: no exact_kl column; run the mismatch tool with --exact-kl on") from None
     frame = pd.DataFrame({**cols, "exact_kl": exact, "k1": cols["logp_infer"] - cols["logp_train"]})
@@ -162,7 +165,7 @@ def natural_lengths(pair_dir: Path, model: str, dtype: str) -> NaturalLengths:
     """Return the responses of one natural-length result folder; raise UserError if it lacks exact KL."""
     cols = read_columns(Path(pair_dir), TOKENS, TOKENS_CSV, ["seq_id"])
     try:
-        exact = read_columns(Path(pair_dir), TOKENS, TOKENS_CSV, ["exact_kl"])["exact_kl"]
+        exact = read_columns(Path(pair_dir), TOKENS, TOKENS_CSV, [EXACT_KL])[EXACT_KL]
     except UserError:
         raise UserError(f"{pair_dir}: no exact_kl column; run the mismatch tool with --exact-kl on") from None
     per_seq = pd.DataFrame({"seq_id": cols["seq_id"], "exact_kl": exact}).groupby("seq_id")["exact_kl"]
@@ -189,6 +192,24 @@ def load_natural(roots: Path | Sequence[Path], scale: str, model: str = LONG_RES
 
 
 WIDTH_QUANTITIES = ("exact_kl", "mean_abs_prob_diff", "exact_seq_kl", "mean_length")
+SPREAD_QUANTITIES = ("median_token_kl", "p90_token_kl", "max_token_kl", "tail_kl_share")
+TAIL_FRACTION = 0.01  # the largest 1 % of tokens, whose share of the mean token KL the width table reports
+
+
+def token_kl_spread(pair_dir: Path) -> dict[str, float]:
+    """Return how one result's exact token KL is spread over its tokens: ``median_token_kl``, ``p90_token_kl``,
+    ``max_token_kl`` and ``tail_kl_share`` (the share of the summed KL carried by the largest ``TAIL_FRACTION`` of
+    tokens, at least one); NaN for each when the result has no exact KL (μ not sampled over the full vocabulary)."""
+    if EXACT_KL not in column_names(Path(pair_dir), TOKENS, TOKENS_CSV):
+        return dict.fromkeys(SPREAD_QUANTITIES, np.nan)
+    kl = np.sort(read_columns(Path(pair_dir), TOKENS, TOKENS_CSV, [EXACT_KL])[EXACT_KL])
+    if not len(kl):
+        return dict.fromkeys(SPREAD_QUANTITIES, np.nan)
+    top = max(1, int(len(kl) * TAIL_FRACTION))
+    total = float(kl.sum())
+    share = float(kl[-top:].sum() / total) if total > 0 else np.nan
+    return dict(zip(SPREAD_QUANTITIES, (float(np.median(kl)), float(np.quantile(kl, 0.9)), float(kl[-1]), share),
+                    strict=True))
 
 
 def width_of(model: str) -> int | None:
@@ -197,11 +218,12 @@ def width_of(model: str) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
-def width_table(roots: Path | Sequence[Path], scale: str = "tiny") -> pd.DataFrame:
+def width_table(roots: Path | Sequence[Path], scale: str = STUDY_SCALE) -> pd.DataFrame:
     """Return one row per width-study model (sorted by ``width``): for bf16 and fp16, the summary's exact token KL,
-    mean |π−μ|, exact sequence KL and mean response length (``<dtype>_<quantity>``), and the bf16/fp16 ratio of the
-    token KL (``exact_kl_ratio``); empty when there are no width results. ``attrs["sources"]`` lists the result
-    folders read."""
+    mean |π−μ|, exact sequence KL, mean response length and token count, and how the token KL is spread
+    (``token_kl_spread``), each as ``<dtype>_<quantity>``, and the bf16/fp16 ratio of the token KL
+    (``exact_kl_ratio``); empty when there are no width results. ``attrs["sources"]`` lists the result folders
+    read."""
     rows: dict[int, dict] = {}
     sources: dict[tuple[int, str], Path] = {}
     for root in _roots(roots):
@@ -215,11 +237,55 @@ def width_table(roots: Path | Sequence[Path], scale: str = "tiny") -> pd.DataFra
             row = rows.setdefault(width, {"width": width})
             for name in WIDTH_QUANTITIES:
                 row[f"{train}_{name}"] = summary.get(name)
+            row[f"{train}_n_tokens"] = summary.get("n_tokens")
+            row.update({f"{train}_{name}": value for name, value in token_kl_spread(pair_dir).items()})
     table = pd.DataFrame(sorted(rows.values(), key=lambda r: r["width"]))
     table.attrs["sources"] = sorted(str(d) for d in sources.values())
     if {"bf16_exact_kl", "fp16_exact_kl"} <= set(table.columns):
         table["exact_kl_ratio"] = table["bf16_exact_kl"] / table["fp16_exact_kl"]
     return table
+
+
+WIDTH_CSV, WIDTH_MD = "mismatch_width.csv", "mismatch_width.md"
+WIDTH_HEADERS = ("width", "dtype", "tokens", "mean token KL", "median", "90th pct", "max",
+                 f"share of the top {TAIL_FRACTION:.0%}", "mean |π−μ|", "response KL", "mean length")
+WIDTH_ROW = ("n_tokens", "exact_kl", "median_token_kl", "p90_token_kl", "max_token_kl", "tail_kl_share",
+             "mean_abs_prob_diff", "exact_seq_kl", "mean_length")
+
+
+def _cell(value) -> str:
+    """Return one width-table value in three significant digits, or a dash where there is none."""
+    return "—" if value is None or not np.isfinite(value) else f"{value:.3g}"
+
+
+def width_markdown(widths: pd.DataFrame, scale: str = STUDY_SCALE) -> str:
+    """Return the width study as a Markdown document: one row per width and dtype (the exact KL(μ‖π) per token: its
+    mean, median, 90th percentile, maximum and the share of the mean its largest tokens carry; the mean |π−μ|, the
+    exact KL per response, the mean response length) and the BF16/FP16 ratio of the mean token KL per width."""
+    rows = []
+    for row in widths.itertuples(index=False):
+        values = row._asdict()
+        for dtype in ("bf16", "fp16"):
+            if f"{dtype}_exact_kl" not in values or pd.isna(values[f"{dtype}_exact_kl"]):
+                continue
+            cells = [values[f"{dtype}_{name}"] for name in WIDTH_ROW]
+            rows.append([str(row.width), dtype.upper(), f"{cells[0]:.0f}", *map(_cell, cells[1:5]),
+                         f"{cells[5]:.0%}" if np.isfinite(cells[5]) else "—", *map(_cell, cells[6:])])
+    ratios = ", ".join(f"{row.width}: {row.exact_kl_ratio:.0f}x" for row in widths.itertuples(index=False)
+                       if "exact_kl_ratio" in widths.columns and np.isfinite(row.exact_kl_ratio))
+    table = render_table(rows, WIDTH_HEADERS, markdown=True, floatfmt="") if rows else "No width results."
+    return "\n".join([
+        f"# Mismatch against model width — {scale} scale", "",
+        "Offline mismatch of models that differ only in width (`make mismatch-width`), each sampled to its natural "
+        "length with the same dtype on both sides. Per token: the exact KL(μ‖π) over the full vocabulary between the "
+        "vLLM engine (μ) and the training engine (π); per response: its sum over the response's tokens.", "",
+        table, "", f"BF16/FP16 ratio of the mean token KL: {ratios or '—'}.", ""])
+
+
+def write_width(widths: pd.DataFrame, out_dir: Path, scale: str = STUDY_SCALE) -> tuple[Path, Path]:
+    """Write ``mismatch_width.csv`` and ``mismatch_width.md`` into ``out_dir`` atomically; return both paths."""
+    return write_csv_and_markdown(widths, width_markdown(widths, scale), Path(out_dir) / WIDTH_CSV,
+                                  Path(out_dir) / WIDTH_MD)
 
 
 def _rolling(values: np.ndarray, window: int) -> np.ndarray:

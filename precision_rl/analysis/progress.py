@@ -96,10 +96,14 @@ def scale_section(progress: pd.DataFrame, scale: str) -> str:
     planned, finished = int(group["planned"].sum()), int(group["finished"].sum())
     families = group.groupby("family", sort=False)[["finished", "planned"]].sum()
     per_family = ", ".join(f"{family} {row.finished}/{row.planned}" for family, row in families.iterrows())
-    rest = (f"`make grid SCALE={scale}` runs the other {planned - finished}, one after another, skipping the "
-            f"finished and the published ones; at the median wall time of each run's family (of all the scale's "
-            f"runs where its family has none yet) they take about {_hours(group['not_run_estimate_s'].sum())}."
-            if finished < planned else "The grid is complete.")
+    if finished == planned:
+        rest = "The grid is complete."
+    else:
+        rest = (f"`make grid SCALE={scale}` runs the other {planned - finished}, one after another, skipping the "
+                f"finished and the published ones; ")
+        rest += (f"at the median wall time of each run's family (of all the scale's runs where its family has none "
+                 f"yet) they take about {_hours(group['not_run_estimate_s'].sum())}." if finished else
+                 "no run of this scale has finished here, so there is no wall time to estimate them from.")
     rows = [[r.experiment, r.seeds, f"{r.finished}/{r.planned}",
              f"{r.median_wall_s:.0f} s" if np.isfinite(r.median_wall_s) else "—", r.not_run or "—"]
             for r in group.itertuples(index=False)]

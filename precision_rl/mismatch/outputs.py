@@ -14,7 +14,7 @@ import pandas as pd
 
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_dir, atomic_write_json
-from precision_rl.mismatch.layout import MANIFEST, SEQUENCES, SUMMARY, TOKENS
+from precision_rl.mismatch.layout import EXACT_KL, MANIFEST, SEQUENCES, SUMMARY, TOKENS
 from precision_rl.mismatch.recompute import Recompute
 from precision_rl.mismatch.sampling import Sample
 from precision_rl.paths import mismatch_root
@@ -46,7 +46,7 @@ def token_table(samples: list[Sample], rec: Recompute) -> pd.DataFrame:
         "logp_train": np.concatenate([rec.logp_train[k] for _, k in kept] or [np.zeros(0)]).astype(np.float64),
     })
     if kept and all(rec.exact_kl[k] is not None for _, k in kept):
-        frame["exact_kl"] = np.concatenate([rec.exact_kl[k] for _, k in kept]).astype(np.float64)
+        frame[EXACT_KL] = np.concatenate([rec.exact_kl[k] for _, k in kept]).astype(np.float64)
     return frame
 
 

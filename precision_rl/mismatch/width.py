@@ -27,6 +27,7 @@ WIDTHS = (128, 256, 384)  # 512 would cost ~4x the 256 build on 2 cores
 HEAD_DIM = 64
 STUDY_STEPS = 400
 RESULT_PREFIX = "tiny-w"
+STUDY_SCALE = "tiny"  # the scale of every model the study builds
 
 
 def width_config(width: int, steps: int = STUDY_STEPS) -> PretrainConfig:

@@ -11,6 +11,9 @@ import pytest
 from precision_rl.analysis import plotting as P
 from precision_rl.analysis.mismatch_results import load_offline, publish_mismatch
 from precision_rl.analysis.mismatch_scaling import (
+    SPREAD_QUANTITIES,
+    WIDTH_CSV,
+    WIDTH_MD,
     draw_mismatch_scaling,
     growth,
     length_profile,
@@ -19,8 +22,11 @@ from precision_rl.analysis.mismatch_scaling import (
     load_profiles,
     natural_dirs,
     natural_length,
+    token_kl_spread,
+    width_markdown,
     width_of,
     width_table,
+    write_width,
 )
 from precision_rl.analysis.synthetic import write_mismatch_result
 from precision_rl.errors import UserError
@@ -44,9 +50,14 @@ def _forced(root, model, dtype, rate, growth_per_token=0.0, n_seqs=6, length=300
     return out
 
 
-def _natural(root, model, dtype, exact_kl, mean_length=40.0, model_path=None):
+def _natural(root, model, dtype, exact_kl, mean_length=40.0, model_path=None, token_kl=None):
+    """A natural-length result whose summary carries ``exact_kl``; ``token_kl`` (a callable of the token count) fills
+    the tokens table's exact KL column, which is absent without it."""
     out = write_mismatch_result(root, model, dtype, dtype, np.random.default_rng(0), n_sequences=3, max_len=60,
                                 scale="tiny")
+    if token_kl is not None:
+        tokens = pd.read_parquet(out / TOKENS)
+        tokens.assign(exact_kl=token_kl(len(tokens))).to_parquet(out / TOKENS)
     summary = json.loads((out / SUMMARY).read_text())
     summary.update(exact_kl=exact_kl, mean_abs_prob_diff=exact_kl * 10, exact_seq_kl=exact_kl * mean_length,
                    mean_length=mean_length, infer_dtype=dtype, model=model_path or f"/cache/tiny-model/{model}",
@@ -109,6 +120,7 @@ def test_width_table_rows_and_ratio(tmp_path):
     assert table["width"].tolist() == [128, 384]
     assert table["bf16_exact_kl"].tolist() == [1e-5, 4e-5]
     np.testing.assert_allclose(table["exact_kl_ratio"], [50, 50])
+    assert table[[f"bf16_{name}" for name in SPREAD_QUANTITIES]].isna().all().all()  # no exact KL per token
     assert (width_of("tiny-w64"), width_of("tiny-wide"), width_of("069b")) == (64, None, None)
     assert width_table(tmp_path / "absent").empty
 
@@ -167,3 +179,34 @@ def test_scaling_figure_draws_every_panel_or_says_no_runs(tmp_path):
     assert all(P.panel_note(ax) is None for ax in (ax_width, ax_seq, ax_tok, ax_long))
     empty = draw_mismatch_scaling({}, width_table(tmp_path / "absent"), "tiny")
     assert [P.panel_note(ax) for ax in empty.axes[:4]] == [P.NO_RUNS] * 4
+
+
+def _tail(n, heavy=2):
+    """``heavy`` tokens of 1.0 nats at the end, the rest 1e-6."""
+    return np.r_[np.full(n - heavy, 1e-6), np.ones(heavy)]
+
+
+def test_the_spread_of_the_token_kl_finds_the_tail(tmp_path):
+    out = _natural(tmp_path, "tiny-w384", "bf16", 1e-3, token_kl=_tail)
+    n = len(pd.read_parquet(out / TOKENS))
+    spread = token_kl_spread(out)
+    assert spread["median_token_kl"] == pytest.approx(1e-6) and spread["max_token_kl"] == 1.0
+    top = max(1, int(n * 0.01))
+    assert spread["tail_kl_share"] == pytest.approx(min(top, 2) / (2 + (n - 2) * 1e-6))
+    assert spread["p90_token_kl"] == pytest.approx(1e-6)
+
+
+def test_the_width_table_is_written_with_its_spread_and_ratio(tmp_path):
+    for width, kl in ((128, 1e-5), (384, 4e-5)):
+        _natural(tmp_path / "mm", f"tiny-w{width}", "bf16", kl, token_kl=_tail)
+        _natural(tmp_path / "mm", f"tiny-w{width}", "fp16", kl / 50, token_kl=lambda n: np.full(n, 1e-7))
+    widths = width_table(tmp_path / "mm")
+    csv_path, md_path = write_width(widths, tmp_path / "out")
+    assert (csv_path.name, md_path.name) == (WIDTH_CSV, WIDTH_MD)
+    assert pd.read_csv(csv_path)["fp16_median_token_kl"].tolist() == pytest.approx([1e-7, 1e-7])
+    text = md_path.read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| 384 ")]
+    assert [row.split("|")[2].strip() for row in rows] == ["BF16", "FP16"]
+    assert "| 1e-06 " in rows[0] and "| 1 " in rows[0]  # median and max of the heavy-tailed BF16 result
+    assert "BF16/FP16 ratio of the mean token KL: 128: 50x, 384: 50x." in text
+    assert "No width results." in width_markdown(width_table(tmp_path / "absent"))

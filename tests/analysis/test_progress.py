@@ -83,3 +83,11 @@ def test_wall_times_and_the_estimate_of_the_rest(summary):
     assert "have finished** and took 0.5 h in all" in text
     assert f"they take about {tiny['not_run_estimate_s'].sum() / 3600:.1f} h" in text
     assert "| sanity/gspo " in text and "| 300 s " in text
+
+
+def test_a_scale_with_no_finished_run_gives_no_estimate(summary):
+    grid = progress.grid_progress(summary[summary["scale"] != "paper"])
+    text = progress.scale_section(grid, "paper")
+    assert text.startswith("**0 of the")
+    assert "no run of this scale has finished here, so there is no wall time to estimate them from." in text
+    assert "they take about" not in text

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from precision_rl import paths
-from precision_rl.analysis import pairs, paper_compare, progress, tables
+from precision_rl.analysis import mismatch_scaling, pairs, paper_compare, progress, tables
 from precision_rl.analysis.figures import RUN_SOURCES, FigureData, draw_figure
 from precision_rl.analysis.logs import load_runs, publish_runs, run_dirs_under
 from precision_rl.analysis.synthetic import run_records, write_run
@@ -80,6 +80,11 @@ def test_the_committed_grid_progress_and_its_readme_block_are_the_ones_the_publi
                      PUBLISHED_RESULTS, blank_is_text=True)
     readme = (paths.REPO_ROOT / "README.md").read_text()
     assert progress.readme_with_block(readme, fresh) == readme, f"the README's grid block is stale: {PUBLISHED_RESULTS}"
+
+
+def test_the_committed_width_table_is_the_one_the_published_mismatch_results_give(tmp_path):
+    fresh = mismatch_scaling.write_width(mismatch_scaling.width_table(paths.LOGS_DIR / paths.MISMATCH_DIR), tmp_path)
+    assert_committed(fresh, mismatch_scaling.WIDTH_CSV, mismatch_scaling.WIDTH_MD, TABLES)
 
 
 @pytest.fixture
