@@ -17,7 +17,7 @@ from precision_rl.analysis import commands as analysis_commands
 from precision_rl.config import registry
 from precision_rl.config.precision import PrecisionArm, parse_arm
 from precision_rl.config.registry import ExperimentSpec
-from precision_rl.config.scale import SCALE_CHOICES, SCALES, ScaleDecision, resolve_scale
+from precision_rl.config.scale import PAPER, SCALE_CHOICES, SCALES, ScaleDecision, resolve_scale
 from precision_rl.console import render_table
 from precision_rl.data import command as data_command
 from precision_rl.errors import UserError
@@ -27,7 +27,7 @@ from precision_rl.mismatch import run as mismatch_run
 
 def cmd_list(args) -> int:
     """Print the registry as a table; return 0."""
-    specs = registry.load_all("paper")
+    specs = registry.load_all(PAPER)
     def arms(spec: ExperimentSpec) -> str:
         if len(spec.arms) <= 3:
             return ",".join(spec.arm_labels)
@@ -163,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="print the experiment registry as a table").set_defaults(func=cmd_list)
     show = sub.add_parser("show", help="print an experiment's resolved spec")
     show.add_argument("experiment")
-    show.add_argument("--scale", default="paper", choices=SCALES)
+    show.add_argument("--scale", default=PAPER, choices=SCALES)
     show.set_defaults(func=cmd_show)
     run = sub.add_parser("run", help="run experiments (names or globs like 'sanity/*')")
     _add_selection(run, "+")

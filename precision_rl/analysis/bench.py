@@ -17,7 +17,7 @@ from precision_rl.analysis.figures import FIGURES, FigureData, draw_all
 from precision_rl.analysis.logs import load_runs, save_table
 from precision_rl.analysis.synthetic import run_records, write_mismatch_result, write_run
 from precision_rl.config.registry import load_all
-from precision_rl.config.scale import SCALES
+from precision_rl.config.scale import PAPER, SCALES
 from precision_rl.paths import MISMATCH_DIR
 
 GOAL_S = 30.0
@@ -26,7 +26,7 @@ GOAL_S = 30.0
 def write_synthetic_set(root: Path, values: int, steps: int, n_metrics: int, seed: int = 0) -> tuple[int, int]:
     """Write synthetic paper-scale runs under ``root`` until about ``values`` values; return (runs, jsonl lines)."""
     rng = np.random.default_rng(seed)
-    arms = [(spec, arm) for spec in load_all("paper").values() for arm in spec.arms]
+    arms = [(spec, arm) for spec in load_all(PAPER).values() for arm in spec.arms]
     per_run = steps * n_metrics
     n_runs = max(1, round(values / per_run))
     lines = 0
@@ -36,11 +36,11 @@ def write_synthetic_set(root: Path, values: int, steps: int, n_metrics: int, see
         records = run_records(steps, arm.coarsest, rng, n_metrics=n_metrics, collapse_at=collapse,
                               val_sets=spec.data.val, test_freq=max(1, steps // 20),
                               bypass=spec.algorithm.startswith("pg_"))
-        write_run(root, "paper", spec.name, arm.label, 1 + k // len(arms), [records], algorithm=spec.algorithm)
+        write_run(root, PAPER, spec.name, arm.label, 1 + k // len(arms), [records], algorithm=spec.algorithm)
         lines += len(records)
     for dtype, kl in (("bf16", 1e-3), ("fp16", 4e-5)):
         write_mismatch_result(root / MISMATCH_DIR, "DeepSeek-R1-Distill-Qwen-1.5B", dtype, dtype, rng,
-                              n_sequences=128, max_len=4000, scale="paper", per_token_kl=kl)
+                              n_sequences=128, max_len=4000, scale=PAPER, per_token_kl=kl)
     return n_runs, lines
 
 

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from precision_rl.config.scale import SCALE_CHOICES, SCALES
+from precision_rl.config.scale import PAPER, SCALE_CHOICES, SCALES
 from precision_rl.paths import FIGURES_DIR, RESULTS_DIR, logs_root, mismatch_root, mismatch_roots, runs_root
 
 
@@ -175,7 +175,7 @@ def add_parsers(sub) -> None:
     collect.add_argument("--root", type=Path, help="the runs root to read when no paths are given "
                          "(default: $PRECISION_RL_RUNS or runs/, and the published logs in results/logs/)")
     collect.add_argument("--out", type=Path, default=RESULTS_DIR, help="output folder (default: results/)")
-    collect.add_argument("--wandb-scale", default="paper", choices=SCALES,
+    collect.add_argument("--wandb-scale", default=PAPER, choices=SCALES,
                          help="scale of runs read from wandb CSVs (default: paper)")
     collect.add_argument("--experiment", help="experiment of a wandb run not named <experiment>-<precision>-s<seed>")
     collect.add_argument("--precision", help="precision arm of such a wandb run (fp16, bf16, train_bf16-infer_fp32)")

@@ -38,7 +38,7 @@ from precision_rl.analysis.records import EXTERNAL_STATUS
 from precision_rl.analysis.series import SeriesIndex, trailing_mean
 from precision_rl.config.precision import PrecisionArm
 from precision_rl.config.registry import ExperimentSpec, load_all
-from precision_rl.config.scale import SCALES
+from precision_rl.config.scale import PAPER, SCALES
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json
 from precision_rl.launch.runs import FINISHED
@@ -203,7 +203,7 @@ def why_missing(arm: ArmRuns, scale: str, what: str, nonpositive: bool = False) 
     if arm.unfinished:
         plural = "s" if len(arm.unfinished) > 1 else ""
         return f"run{plural} unfinished ({', '.join(sorted(set(arm.unfinished)))})"
-    return NEEDS_GPUS if scale == "paper" else NOT_RUN_YET
+    return NEEDS_GPUS if scale == PAPER else NOT_RUN_YET
 
 
 def panel_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str,

@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from precision_rl.analysis.records import UNKNOWN, LogWarning, RunInfo, RunMetrics, RunTable
 from precision_rl.config.precision import PRECISIONS
+from precision_rl.config.scale import PAPER
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_dir, atomic_path
 from precision_rl.launch import runs
@@ -280,7 +281,7 @@ def empty_metrics() -> pd.DataFrame:
                          "step": np.array([], dtype=np.int64), "metric": cat, "value": np.array([], dtype=np.float64)})
 
 
-def load_runs(paths: list[Path] | None = None, wandb_scale: str = "paper", progress: bool | None = None,
+def load_runs(paths: list[Path] | None = None, wandb_scale: str = PAPER, progress: bool | None = None,
               **wandb_options) -> RunTable:
     """Return the tidy table of every run under ``paths`` (default: the runs root and the published logs).
 

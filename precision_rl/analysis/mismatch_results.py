@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from precision_rl.analysis.plotting import OfflineMismatch
 from precision_rl.config.precision import PRECISIONS
+from precision_rl.config.scale import PAPER, TINY
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_dir
 from precision_rl.mismatch.layout import MANIFEST, SEQUENCES, SEQUENCES_CSV, SUMMARY, TOKENS, TOKENS_CSV
@@ -62,7 +63,7 @@ def result_scale(model: str, summary: dict) -> str:
     scale = summary.get("scale")
     if scale:
         return str(scale)
-    return "tiny" if model.lower().startswith("tiny") else "paper"
+    return TINY if model.lower().startswith("tiny") else PAPER
 
 
 def forced_length(summary: dict) -> bool:

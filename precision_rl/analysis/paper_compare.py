@@ -57,7 +57,7 @@ from precision_rl.analysis.series import TRAIL_WINDOW
 from precision_rl.analysis.tables import summarize, write_csv_and_markdown
 from precision_rl.config import docs_refs
 from precision_rl.config.registry import ExperimentSpec, load_all
-from precision_rl.config.scale import SCALES
+from precision_rl.config.scale import PAPER, SCALES
 from precision_rl.console import render_table
 from precision_rl.errors import UserError
 from precision_rl.paths import DOCS_DIR, REPO_ROOT
@@ -274,7 +274,7 @@ def not_comparable_reason(comparison: PaperComparison, scale: str, experiments: 
         return comparison.not_comparable[scale]
     if not STATISTICS[comparison.statistic].validation:
         return None
-    here, paper = _registry(scale), _registry("paper")
+    here, paper = _registry(scale), _registry(PAPER)
     for name in experiments:
         ours, theirs = here[name].data.val[:1], paper[name].data.val[:1]
         if ours != theirs:

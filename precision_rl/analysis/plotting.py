@@ -21,9 +21,10 @@ import pandas as pd  # noqa: E402
 
 from precision_rl.analysis.series import aggregate, ema  # noqa: E402
 from precision_rl.config.algorithms import ALGORITHMS  # noqa: E402
+from precision_rl.config.scale import PAPER, TINY
 from precision_rl.fileio import atomic_path  # noqa: E402
 
-SCALE_LABELS = {"paper": "paper scale (GPU)", "tiny": "tiny scale (CPU)"}
+SCALE_LABELS = {PAPER: "paper scale (GPU)", TINY: "tiny scale (CPU)"}
 PRECISION_COLORS = {"bf16": "#1f77b4", "fp16": "#2ca02c", "fp32": "#ff7f0e"}
 PRECISION_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32"}
 # In the precision ablation the colour is the training dtype and the line style the inference dtype.

@@ -7,10 +7,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from precision_rl.config.scale import TINY
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_text
 
-README_SCALE = "tiny"  # the scale the README's blocks show: the one every reader can run
+README_SCALE = TINY  # the scale the README's blocks show: the one every reader can run
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from precision_rl.analysis.records import EXTERNAL_STATUS, UNKNOWN, LogWarning, RunInfo, RunMetrics
 from precision_rl.config.precision import parse_arm
-from precision_rl.config.scale import SCALES
+from precision_rl.config.scale import PAPER, SCALES
 from precision_rl.errors import UserError
 
 _RUN_NAME_RE = re.compile(r"^(?P<exp>[A-Za-z0-9_.]+)-(?P<arm>fp16|bf16|fp32|train_[a-z0-9]+-infer_[a-z0-9]+)"
@@ -67,7 +67,7 @@ def _cells_to_values(cells: list[str], where: str, bad: set[str]) -> tuple[list[
     return idx, vals
 
 
-def read_wandb_csv(path: Path, scale: str = "paper", run: str | None = None, experiment: str | None = None,
+def read_wandb_csv(path: Path, scale: str = PAPER, run: str | None = None, experiment: str | None = None,
                    precision: str | None = None, seed: int | None = None,
                    algorithm: str | None = None) -> list[RunMetrics]:
     """Return the runs of a wandb CSV export.

@@ -22,7 +22,7 @@ from pydantic.dataclasses import dataclass
 from precision_rl.config import docs_refs
 from precision_rl.config.algorithms import ALGORITHMS, NEEDS_IS_THRESHOLD
 from precision_rl.config.precision import PRECISIONS, PrecisionArm
-from precision_rl.config.scale import SCALES
+from precision_rl.config.scale import PAPER, SCALES
 from precision_rl.errors import SpecError, UserError
 from precision_rl.paths import EXPERIMENTS_DIR
 from precision_rl.reward.templates import TEMPLATES
@@ -403,7 +403,7 @@ def experiment_files(root: Path = EXPERIMENTS_DIR) -> dict[str, Path]:
     return files
 
 
-def load_experiment(name: str, scale: str = "paper", root: Path = EXPERIMENTS_DIR) -> ExperimentSpec:
+def load_experiment(name: str, scale: str = PAPER, root: Path = EXPERIMENTS_DIR) -> ExperimentSpec:
     """Return the validated spec of experiment ``name`` at ``scale``; unknown names raise a UserError."""
     files = experiment_files(root)
     if name not in files:
@@ -416,12 +416,12 @@ def load_experiment(name: str, scale: str = "paper", root: Path = EXPERIMENTS_DI
     return validate(load_raw(path, root), name, _shown(path, root), scale)
 
 
-def load_all(scale: str = "paper", root: Path = EXPERIMENTS_DIR) -> dict[str, ExperimentSpec]:
+def load_all(scale: str = PAPER, root: Path = EXPERIMENTS_DIR) -> dict[str, ExperimentSpec]:
     """Return every experiment of the registry, validated at ``scale``."""
     return {name: load_experiment(name, scale, root) for name in experiment_files(root)}
 
 
-def select(patterns: list[str], scale: str = "paper", root: Path = EXPERIMENTS_DIR) -> list[ExperimentSpec]:
+def select(patterns: list[str], scale: str = PAPER, root: Path = EXPERIMENTS_DIR) -> list[ExperimentSpec]:
     """Return the experiments matching ``patterns`` (names or fnmatch globs like ``sanity/*``), in registry order."""
     import fnmatch
 

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from precision_rl.errors import UserError
 
-SCALES = ("paper", "tiny")
+PAPER, TINY = "paper", "tiny"
+SCALES = (PAPER, TINY)
 SCALE_CHOICES = ("auto", *SCALES)
 
 
@@ -44,14 +45,14 @@ def resolve_scale(requested: str, dry_run: bool = False) -> ScaleDecision:
     """Return the scale for ``requested`` (auto|paper|tiny); paper without GPUs raises unless ``dry_run``."""
     if requested not in SCALE_CHOICES:
         raise UserError(f"unknown SCALE {requested!r}: choose one of {', '.join(SCALE_CHOICES)}")
-    if requested == "tiny":
-        return ScaleDecision(requested, "tiny", "asked for")
+    if requested == TINY:
+        return ScaleDecision(requested, TINY, "asked for")
     problem = paper_scale_problem()
-    if requested == "paper":
+    if requested == PAPER:
         if problem and not dry_run:
             raise UserError(f"SCALE=paper needs CUDA GPUs with verl and vLLM: {problem} "
                             "(use SCALE=tiny on a CPU, or DRY_RUN=1 to print the command)")
-        return ScaleDecision(requested, "paper", "asked for" + (f" (dry run; {problem})" if problem else ""))
+        return ScaleDecision(requested, PAPER, "asked for" + (f" (dry run; {problem})" if problem else ""))
     if problem is None:
-        return ScaleDecision(requested, "paper", "CUDA GPUs, verl and vLLM found")
-    return ScaleDecision(requested, "tiny", problem)
+        return ScaleDecision(requested, PAPER, "CUDA GPUs, verl and vLLM found")
+    return ScaleDecision(requested, TINY, problem)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from precision_rl.config.precision import VLLM_DTYPES
+from precision_rl.config.scale import PAPER
 from precision_rl.data.recipes import RECIPES, BuildResult, build, get_recipe, write_dataset
 from precision_rl.data.sources import load_hub, load_local
 from precision_rl.errors import UserError
@@ -19,7 +20,7 @@ def registry_templates() -> dict[str, set[str]]:
     from precision_rl.config import registry
 
     out: dict[str, set[str]] = {}
-    for spec in registry.load_all("paper").values():
+    for spec in registry.load_all(PAPER).values():
         for name in (spec.data.train, *spec.data.val):
             out.setdefault(name, set()).add(spec.template)
     return out

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from precision_rl.config.precision import PrecisionArm
 from precision_rl.config.registry import DEFAULT_SEEDS, ExperimentSpec
-from precision_rl.config.scale import ScaleDecision
+from precision_rl.config.scale import PAPER, TINY, ScaleDecision
 from precision_rl.errors import UserError
 from precision_rl.launch import runs
 from precision_rl.launch.overrides import (
@@ -40,7 +40,7 @@ from precision_rl.verl_ext.cpu_overrides import cpu_platform_env, cpu_platform_o
 LOGGER_CHOICES = ("console", "file", "wandb", "tensorboard", "mlflow", "swanlab")
 # Seconds without a new metrics line after which a run is stopped and recorded as failed (0 turns it off). The
 # first line comes after Ray, the engines and the first validation have started.
-WATCHDOG_S = {"tiny": 900.0, "paper": 7200.0}
+WATCHDOG_S = {TINY: 900.0, PAPER: 7200.0}
 # AF_UNIX socket paths are limited to 107 bytes; Ray puts ~70 characters of session path under its temp folder.
 _RAY_TEMP_MAX_CHARS = 36
 PROGRESS_KEYS = {"reward": REWARD, "|pi-mu|": PROBS_DIFF_ABS_MEAN, "kl": TOKEN_KL_K3}
@@ -87,7 +87,7 @@ class RunPlan:
     @property
     def on_cpu(self) -> bool:
         """Return True when the run uses verl's CPU platform (tiny scale)."""
-        return self.decision.scale == "tiny"
+        return self.decision.scale == TINY
 
     @property
     def watchdog_s(self) -> float:
@@ -118,7 +118,7 @@ def ray_temp_dir(run_dir: Path, attempt: int) -> Path:
 
 
 def _model_path(spec: ExperimentSpec, scale: str) -> str:
-    if scale != "tiny":
+    if scale != TINY:
         return spec.model
     from precision_rl.tiny.pretrain import model_path
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from precision_rl.config.precision import PRECISIONS, PrecisionArm, check_precision
+from precision_rl.config.scale import PAPER, TINY
 from precision_rl.errors import UserError
 from precision_rl.paths import tiny_models_root
 
@@ -70,7 +71,7 @@ class MismatchConfig:
     @property
     def scale(self) -> str:
         """Return the figure scale the results belong to: ``tiny`` on a CPU, ``paper`` on a GPU."""
-        return "tiny" if self.device == "cpu" else "paper"
+        return TINY if self.device == "cpu" else PAPER
 
     @property
     def infer_dtypes(self) -> tuple[str, ...]:

@@ -17,6 +17,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from precision_rl.config.scale import TINY
 from precision_rl.errors import UserError
 from precision_rl.mismatch.layout import existing_result
 from precision_rl.paths import REPO_ROOT
@@ -27,7 +28,7 @@ WIDTHS = (128, 256, 384)  # 512 would cost ~4x the 256 build on 2 cores
 HEAD_DIM = 64
 STUDY_STEPS = 400
 RESULT_PREFIX = "tiny-w"
-STUDY_SCALE = "tiny"  # the scale of every model the study builds
+STUDY_SCALE = TINY  # the scale of every model the study builds
 
 
 def width_config(width: int, steps: int = STUDY_STEPS) -> PretrainConfig:
