@@ -208,7 +208,7 @@ $(foreach f,$(FIGURES),$(eval $(call FIGURE_RULE,$(f))))
 figures: $(METRICS_TABLE) | $(STAMP) ## Redraw every figure at both scales into paper_figures/<scale>/ (PNG + PDF, local files only)
 	$(PY) -m precision_rl figures --results $(RESULTS) --mismatch $(MISMATCH_DIRS) --out $(FIG_DIR)
 
-tables: $(METRICS_TABLE) | $(STAMP) ## Write results/summary.{csv,md} (one row per run), paper_comparison (each panel beside the paper, with a verdict), precision_pairs (FP16 beside BF16 per seed), grid_progress and mismatch_width (the width study)
+tables: $(METRICS_TABLE) | $(STAMP) ## Write results/summary.{csv,md} (one row per run), paper_comparison (each panel beside the paper, with a verdict), inference_precision (Table 2 beside the paper), precision_pairs (FP16 beside BF16 per seed), grid_progress and mismatch_width (the width study)
 	$(PY) -m precision_rl tables --results $(RESULTS) --mismatch $(MISMATCH_DIRS) $(if $(README_RESULTS),--readme $(README_RESULTS))
 
 check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make check [RUN='sanity.grpo-fp16-s42 ...'] [SCALE=tiny]

@@ -81,19 +81,22 @@ def cmd_figures(args) -> int:
 
 
 def cmd_tables(args) -> int:
-    """Write results/summary.{csv,md}, results/paper_comparison.{csv,md}, results/precision_pairs.{csv,md},
-    results/grid_progress.{csv,md} and results/mismatch_width.{csv,md} (from the --mismatch folders), print the first
-    two Markdown tables, rewrite the results and grid blocks of --readme when given; return 0."""
-    from precision_rl.analysis import mismatch_scaling, pairs, paper_compare, progress
+    """Write results/summary.{csv,md}, results/paper_comparison.{csv,md}, results/inference_precision.{csv,md} (Table
+    2), results/precision_pairs.{csv,md}, results/grid_progress.{csv,md} and results/mismatch_width.{csv,md} (from the
+    --mismatch folders), print the first two Markdown tables, rewrite the results and grid blocks of --readme when
+    given; return 0."""
+    from precision_rl.analysis import inference_table, mismatch_scaling, pairs, paper_compare, progress
     from precision_rl.analysis.readme_blocks import README_SCALE, update_readme
     from precision_rl.analysis.tables import summarize, to_markdown, write_summary
 
-    summary = summarize(_table(args))
+    table = _table(args)
+    summary = summarize(table)
     comparison = paper_compare.compare_summary(summary)
     paired = pairs.pair_runs(summary)
     grid = progress.grid_progress(summary)
     out = args.out or args.results
     written = [*write_summary(summary, out), *paper_compare.write_comparison(comparison, out),
+               *inference_table.write_inference_table(inference_table.inference_table(table), out),
                *pairs.write_pairs(paired, out), *progress.write_progress(grid, out),
                *mismatch_scaling.write_width(mismatch_scaling.width_table(args.mismatch or mismatch_roots()), out)]
     blocks = [(pairs.README_BLOCK, pairs.scale_section(paired, README_SCALE)),
@@ -199,7 +202,8 @@ def add_parsers(sub) -> None:
 
     tables = sub.add_parser("tables", help="write the per-run results table (summary.csv and summary.md), the "
                                            "table beside the paper's values (paper_comparison.csv and .md) and FP16 "
-                                           "beside BF16 seed by seed (precision_pairs.csv and .md), the grid's "
+                                           "beside BF16 seed by seed (precision_pairs.csv and .md), Table 2 beside "
+                                           "the paper's (inference_precision.csv and .md), the grid's "
                                            "progress (grid_progress.csv and .md) and the width study "
                                            "(mismatch_width.csv and .md)")
     _add_source(tables, mismatch=True)

@@ -9,8 +9,8 @@ experiment: Fig. 3 is fed by five experiments (four BF16 arms, one FP16 arm) and
 experiment files; ``registry_problems`` checks that the two agree: every panel of the file is fed by an experiment,
 and every Fig. 1, 2, 3 and 5 panel of the registry has a value. Fig. 5 has no panel in the registry (it is the
 offline tool's, ``make mismatch``); Fig. 4 and the ablations compare no FP16 arm with a BF16 one by a statistic
-of ``make tables``, and Table 2 compares accuracies on its second validation set too (AIME24 beside AMC23), which
-the summary's one first-set column does not hold, so none of them has a row (its runs are in ``summary.md``).
+of ``make tables``, so none of them has a row; Table 2 (accuracy per validation set, with no verdict of direction)
+has its own table, ``inference_table``.
 
 A row compares one statistic of ``tables.summarize`` (the same definitions, none repeated here) between the FP16 and
 the BF16 arm of a panel: Fig. 1 the final training reward (the trailing mean of ``series.summarize_reward``), Fig. 2
@@ -113,7 +113,7 @@ COMPARISON_COLUMNS = (
 
 # --------------------------------------------------------------------------------------------- the paper's values
 
-def _cites_docs(text: str) -> str:
+def cites_docs(text: str) -> str:
     """Return ``text`` if it cites a heading under docs/, else raise ValueError."""
     if not docs_refs.references(text):
         raise ValueError("must cite a section of the project's docs as docs/<file>.md#<section>")
@@ -133,7 +133,7 @@ class PaperComparison:
     statistic: Literal[tuple(STATISTICS)]
     higher: Literal[ARMS]
     reading: Text
-    source: Annotated[Text, AfterValidator(_cites_docs)]
+    source: Annotated[Text, AfterValidator(cites_docs)]
     fp16: Value | None = None
     bf16: Value | None = None
     not_comparable: dict[Literal[SCALES], Text] = Field(default_factory=dict)
@@ -162,8 +162,9 @@ def _shown(path: Path) -> str:
     return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
-def load_paper_values(path: Path = PAPER_VALUES) -> PaperValues:
-    """Return the paper's values per panel from ``path``, validated; a bad file raises a UserError naming the field."""
+def load_validated(path: Path, adapter: TypeAdapter):
+    """Return the YAML document at ``path`` validated by ``adapter``; a missing, unreadable or invalid file raises a
+    UserError naming the file and, for an invalid one, the field."""
     try:
         doc = yaml.safe_load(Path(path).read_text())
     except FileNotFoundError:
@@ -171,11 +172,16 @@ def load_paper_values(path: Path = PAPER_VALUES) -> PaperValues:
     except yaml.YAMLError as exc:
         raise UserError(f"{_shown(path)}: not valid YAML: {str(exc).splitlines()[0]}") from None
     try:
-        return _VALUES.validate_python(doc)
+        return adapter.validate_python(doc)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         raise UserError(f"{_shown(path)}: {where}: {err['msg']}") from None
+
+
+def load_paper_values(path: Path = PAPER_VALUES) -> PaperValues:
+    """Return the paper's values per panel from ``path``, validated; a bad file raises a UserError naming the field."""
+    return load_validated(path, _VALUES)
 
 
 def registry_panels(specs: dict[str, ExperimentSpec]) -> set[str]:
@@ -368,7 +374,7 @@ def _number(value: float | None, fmt: str) -> str:
     return "" if value is None or pd.isna(value) else format(value, fmt)
 
 
-def _arm_cell(row: pd.Series, arm: str, fmt: str) -> str:
+def arm_cell(row: pd.Series, arm: str, fmt: str) -> str:
     """Return an arm's cell: ``mean [min–max] n=N``, ``value n=1`` for one run, ``no runs`` without runs."""
     n = int(row[f"{arm}_n"])
     if n == 0:
@@ -426,8 +432,8 @@ def _scale_section(group: pd.DataFrame, scale: str) -> str:
         fmt = STATISTICS[row["statistic"]].fmt
         rows.append([
             row["panel"], _md(f"{row['compared']}: {row['experiments']}"), _md(_paper_cell(row)),
-            f"{_md(row['reading'])} {_source_cell(row['source'])}", _arm_cell(row, "fp16", fmt),
-            _arm_cell(row, "bf16", fmt), "" if pd.isna(row["ratio"]) else _times(row["ratio"]), row["verdict"],
+            f"{_md(row['reading'])} {_source_cell(row['source'])}", arm_cell(row, "fp16", fmt),
+            arm_cell(row, "bf16", fmt), "" if pd.isna(row["ratio"]) else _times(row["ratio"]), row["verdict"],
             _md(row["note"]),
         ])
     return render_table(rows, MARKDOWN_HEADERS, markdown=True, floatfmt="")

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from precision_rl import paths
-from precision_rl.analysis import mismatch_scaling, pairs, paper_compare, progress, tables
+from precision_rl.analysis import inference_table, mismatch_scaling, pairs, paper_compare, progress, tables
 from precision_rl.analysis.figures import RUN_SOURCES, FigureData, draw_figure
 from precision_rl.analysis.logs import load_runs, publish_runs, run_dirs_under
 from precision_rl.analysis.synthetic import run_records, write_run
@@ -41,8 +41,13 @@ PUBLISHED_RESULTS = "make published-results"
 
 
 @pytest.fixture(scope="module")
-def published_summary():
-    return tables.summarize(load_runs(run_dirs_under(paths.LOGS_DIR)))
+def published_table():
+    return load_runs(run_dirs_under(paths.LOGS_DIR))
+
+
+@pytest.fixture(scope="module")
+def published_summary(published_table):
+    return tables.summarize(published_table)
 
 
 def assert_committed(fresh: tuple, committed_csv: str, committed_md: str, rewrite: str, blank_is_text=False):
@@ -80,6 +85,12 @@ def test_the_committed_grid_progress_and_its_readme_block_are_the_ones_the_publi
                      PUBLISHED_RESULTS, blank_is_text=True)
     readme = (paths.REPO_ROOT / "README.md").read_text()
     assert progress.readme_with_block(readme, fresh) == readme, f"the README's grid block is stale: {PUBLISHED_RESULTS}"
+
+
+def test_the_committed_table2_is_the_one_the_published_logs_give(published_table, tmp_path):
+    fresh = inference_table.inference_table(published_table)
+    assert_committed(inference_table.write_inference_table(fresh, tmp_path), inference_table.INFERENCE_CSV,
+                     inference_table.INFERENCE_MD, TABLES, blank_is_text=True)
 
 
 def test_the_committed_width_table_is_the_one_the_published_mismatch_results_give(tmp_path):
