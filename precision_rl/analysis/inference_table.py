@@ -36,6 +36,7 @@ from precision_rl.analysis.paper_compare import (
 )
 from precision_rl.analysis.series import SeriesIndex
 from precision_rl.analysis.tables import write_csv_and_markdown
+from precision_rl.config.precision import PrecisionArm
 from precision_rl.config.registry import ExperimentSpec, load_all
 from precision_rl.config.scale import PAPER, SCALES
 from precision_rl.console import render_table
@@ -113,8 +114,7 @@ def run_accuracies(table: RunTable, scale: str, experiments: list[str],
     rows = []
     for run in runs.itertuples(index=False):
         logged = index.logged(scale, str(run.run))
-        precision = run.precision_train if run.precision_train == run.precision_infer else \
-            f"train_{run.precision_train}-infer_{run.precision_infer}"
+        precision = PrecisionArm(run.precision_train, run.precision_infer).label
         for val_set in val_sets[str(run.experiment)]:
             metric = M.val_metric(logged, val_set)
             series = index.get(scale, str(run.run), metric) if metric else None

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from precision_rl.config.precision import PrecisionArm
+
 UNKNOWN = "unknown"
 EXTERNAL_STATUS = "external"  # the status of a run read from a wandb export (made elsewhere, drawn as complete)
 
@@ -33,8 +35,7 @@ class RunInfo:
     @property
     def precision(self) -> str:
         """Return the run's precision arm label (``fp16`` or ``train_bf16-infer_fp32``)."""
-        return self.precision_train if self.precision_train == self.precision_infer else \
-            f"train_{self.precision_train}-infer_{self.precision_infer}"
+        return PrecisionArm(self.precision_train, self.precision_infer).label
 
 
 @dataclass

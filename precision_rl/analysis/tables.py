@@ -18,6 +18,7 @@ import pandas as pd
 from precision_rl import metrics as M
 from precision_rl.analysis.logs import RunTable
 from precision_rl.analysis.series import TRAIL_WINDOW, SeriesIndex, summarize_reward
+from precision_rl.config.precision import PrecisionArm
 from precision_rl.config.registry import experiment_files, load_experiment
 from precision_rl.config.scale import SCALES
 from precision_rl.fileio import atomic_path, atomic_write_text
@@ -87,8 +88,7 @@ def summarize(table: RunTable) -> pd.DataFrame:
             wall = float(steps.sum()) if steps is not None and not steps.empty else np.nan
         diff_first, diff_last = _first_and_last(index.quantity(scale, name, M.MEAN_ABS_DIFF_Q))
         kl_first, kl_last = _first_and_last(index.quantity(scale, name, M.TOKEN_KL_K3_Q))
-        label = run.precision_train if run.precision_train == run.precision_infer else \
-            f"train_{run.precision_train}-infer_{run.precision_infer}"
+        label = PrecisionArm(run.precision_train, run.precision_infer).label
         rows.append({
             "scale": scale, "experiment": run.experiment, "precision": label, "seed": int(run.seed), "run": name,
             "status": run.status, "last_step": reward.last_step if reward else None,
