@@ -105,6 +105,17 @@ def test_bad_manifest_and_missing_paths(tmp_path):
         logs.load_runs([tmp_path / "empty"], progress=False)
 
 
+def test_manifest_with_an_unknown_precision_is_one_clear_error(tmp_path):
+    import json
+
+    run_dir = write_run(tmp_path, "tiny", "sanity/grpo", "fp16", 1, [[rec(1, critic__score__mean=0.5)]])
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["precision"] = {"train": "fp8", "infer": "fp16"}
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match=r"manifest.json: unknown precision 'fp8'"):
+        logs.load_runs([run_dir], progress=False)
+
+
 def test_absent_runs_root_means_no_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("PRECISION_RL_RUNS", str(tmp_path / "absent"))
     table = logs.load_runs(None, progress=False)
