@@ -1,5 +1,6 @@
 """The log loader: run directories and wandb CSVs → the tidy long table (fixtures written here)."""
 
+import json
 import math
 import warnings
 
@@ -106,8 +107,6 @@ def test_bad_manifest_and_missing_paths(tmp_path):
 
 
 def test_manifest_with_an_unknown_precision_is_one_clear_error(tmp_path):
-    import json
-
     run_dir = write_run(tmp_path, "tiny", "sanity/grpo", "fp16", 1, [[rec(1, critic__score__mean=0.5)]])
     manifest = json.loads((run_dir / "manifest.json").read_text())
     manifest["precision"] = {"train": "fp8", "infer": "fp16"}
