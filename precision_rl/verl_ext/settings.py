@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-# verl imports every module named here in each of its processes (verl/__init__.py:49).
+# verl imports every module named here in each of its processes (``verl/__init__.py``, verl 0.9.1).
 EXTERNAL_MODULES_ENV = "VERL_USE_EXTERNAL_MODULES"
-# verl's platform override (verl/plugin/platform/platform_manager.py:94).
+# verl's platform override (``verl.plugin.platform.platform_manager``, verl 0.9.1).
 PLATFORM_ENV = "VERL_PLATFORM"
 PLUGIN_MODULE = "precision_rl.verl_ext.plugin"
+# verl's config sections of the policy, its reference copy and the rollout engine.
+ACTOR, REF, ROLLOUT = "actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_rollout_ref.rollout"
 PLATFORM_NAME = "cpu"
-# How the CPU training engine computes fp16 GEMMs: "native" (torch's fp16 kernels) or "emulated" (fp32 GEMMs on
-# fp16-rounded operands, rounded to fp16). Unset: chosen from the CPU's features (precision_rl.verl_ext.cpu_features).
-FP16_GEMM_ENV = "PRECISION_RL_FP16_GEMM"
-FP16_GEMM_CHOICES = ("native", "emulated")
+# The 16-bit formats whose GEMMs the CPU engines compute natively or emulate.
+HALF_FORMATS = ("fp16", "bf16")
+# How the CPU engines compute a 16-bit format's GEMMs: "native" (the library's 16-bit kernels) or "emulated" (fp32
+# GEMMs on 16-bit-rounded operands, rounded to 16 bits). Unset: chosen from the CPU's flags
+# (precision_rl.verl_ext.cpu_features); set, it forces the choice for that format in both engines.
+GEMM_ENV = {"fp16": "PRECISION_RL_FP16_GEMM", "bf16": "PRECISION_RL_BF16_GEMM"}
+GEMM_CHOICES = ("native", "emulated")

@@ -8,6 +8,8 @@
   exist for every algorithm. The loss still uses μ as verl's bypass mode does.
 - ``precision/loss_scale`` and ``precision/skipped_steps`` (cumulative over the run, kept in verl's checkpoint
   folder so a resumed run continues the count), from the engine's per-step report (``engine.py``).
+- Rollout batches in dataset-row order (``row_order``) rather than in the order their samples finished, so that a
+  rerun splits them into the same mini-batches.
 
 verl's trainer registry refuses a second class under "sync" (``trainer_base.py:1999-2014``) and the trainer's
 code branches on the name "sync" (:153, :731, :902), so ``install_trainer`` puts this subclass of verl's own sync
@@ -19,11 +21,27 @@ from __future__ import annotations
 import functools
 import json
 import os
+from dataclasses import replace
 
 from precision_rl.metrics import ACTOR_PREFIX, ENTROPY, LOSS_SCALE, SKIPPED_STEPS
 
 STATE_FILE = "precision_rl_state.json"  # written into verl's global_step_<N> checkpoint folder
 REPLAY_POLL_S = 0.05  # seconds between checks for a finished rollout batch
+
+
+def row_order(keys: list[str], rows: list[int]) -> list[int]:
+    """Return the positions of a rollout batch's samples ordered by dataset row, then by session and output.
+
+    verl 0.9.1's replay buffer hands a batch over in the order its samples finished
+    (``verl.trainer.ppo.v1.replay_buffer.ReplayBuffer._materialize_batch``), which varies from run to run; the order
+    sets which samples share a mini-batch, so a repeatable run needs one that does not. ``keys`` have verl's form
+    ``{uid}_{session}_{output}`` (the uid is random); ``rows`` are the samples' dataset row indices.
+    """
+    def position(i: int) -> tuple[int, int, int, str]:
+        uid, session, output = keys[i].rsplit("_", 2)
+        return rows[i], int(session), int(output), uid
+
+    return sorted(range(len(keys)), key=position)
 
 
 @functools.cache
@@ -47,9 +65,20 @@ def trainer_class() -> type:
         def _build_replay_buffer(self):
             buffer = super()._build_replay_buffer()
             # verl waits for a finished rollout batch by polling its replay buffer every 2 s
-            # (trainer/ppo/v1/replay_buffer.py:144, not configurable): at tiny scale, where a rollout takes a few
+            # (verl.trainer.ppo.v1.replay_buffer, not configurable): at tiny scale, where a rollout takes a few
             # seconds, that rounds every step up by a second on average.
             buffer.poll_interval = REPLAY_POLL_S
+            sample = buffer.sample
+
+            def sample_in_row_order(global_steps, partition_id, batch_size):
+                batch, metrics = sample(global_steps, partition_id, batch_size)
+                if not batch.keys:
+                    return batch, metrics
+                rows = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["index"])
+                order = row_order(batch.keys, [int(i) for i in rows["index"]])
+                return replace(batch, keys=[batch.keys[i] for i in order], tags=[batch.tags[i] for i in order]), metrics
+
+            buffer.sample = sample_in_row_order
             return buffer
 
         def _bypass_mode(self) -> bool:

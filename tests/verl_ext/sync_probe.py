@@ -42,7 +42,7 @@ def main() -> None:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from precision_rl.verl_ext.half_linear import vllm_half_gemm
+    from precision_rl.verl_ext.cpu_gemm import vllm_invariant_gemm
 
     llm = LLM(model=model_dir, dtype=dtype, enforce_eager=True, seed=0, max_model_len=256,
               gpu_memory_utilization=0.3, worker_extension_cls=EXTENSION)
@@ -77,9 +77,9 @@ def main() -> None:
     torch_dtype = getattr(torch, dtype)
     gap_new = (engine - hf_logprobs(new, model_dir, ids, torch_dtype)).abs().mean().item()
     gap_old = (engine - hf_logprobs(old, model_dir, ids, torch_dtype)).abs().mean().item()
-    half_gemms = llm.collective_rpc(lambda worker: sum(
-        getattr(getattr(m, "cpu_linear", None), "func", None) is vllm_half_gemm for m in worker.model_runner.model.modules()))[0]
-    print(json.dumps({"gap_new": gap_new, "gap_old": gap_old, "half_gemms": half_gemms}))
+    invariant_gemms = llm.collective_rpc(lambda worker: sum(
+        getattr(getattr(m, "cpu_linear", None), "func", None) is vllm_invariant_gemm for m in worker.model_runner.model.modules()))[0]
+    print(json.dumps({"gap_new": gap_new, "gap_old": gap_old, "invariant_gemms": invariant_gemms}))
     os._exit(0)  # skip vLLM's interpreter-exit teardown
 
 

