@@ -23,6 +23,7 @@ from precision_rl.data import command as data_command
 from precision_rl.errors import UserError
 from precision_rl.launch.runner import RunOptions, execute, parse_loggers, plan_run
 from precision_rl.mismatch import run as mismatch_run
+from precision_rl.paths import REPO_ROOT
 
 
 def cmd_list(args) -> int:
@@ -143,16 +144,28 @@ def _add_selection(parser: argparse.ArgumentParser, experiments_nargs: str) -> N
 
 
 def cmd_tiny_model(args) -> int:
-    """Build (or find) the cached SFT-trained tiny model and the tiny sanity set; print where they are; return 0."""
-    from precision_rl.tiny.data import ensure_datasets
-    from precision_rl.tiny.pretrain import build_record, ensure_tiny_model
+    """Train the shipped tiny base model again (``--rebuild``) and/or draw its sanity problems again
+    (``--refilter``); refuse without either, since the model is shipped; return 0."""
+    from precision_rl.tiny.data import PROBLEMS_FILE, refilter
+    from precision_rl.tiny.pretrain import rebuild_shipped_model, shipped_model
+    from precision_rl.tiny.shipped import SHIPPED_DIR, weights_sha256
 
-    path = ensure_tiny_model()
-    meta = build_record(path)
-    print(f"tiny model: {path} (SFT loss {meta['first_loss']:.2f} -> {meta['final_loss']:.2f}, {meta['seconds']} s)")
-    if args.data:
-        train, val = ensure_datasets(path, refilter=args.refilter)
-        print(f"tiny sanity set: {train}\ntiny validation set: {val[0]}")
+    shown = SHIPPED_DIR.relative_to(REPO_ROOT)
+    if not (args.rebuild or args.refilter):
+        raise UserError(f"the tiny base model is shipped in {shown} (weights sha256 {weights_sha256()[:12]}…) and "
+                        "never built on use: `make tiny-model REBUILD=1` trains it again from its recipe, "
+                        "`make tiny-model REFILTER=1` draws its sanity problems again")
+    if args.rebuild:
+        result = rebuild_shipped_model()
+        if result["identical"]:
+            print(f"tiny model: the rebuild is byte-identical to {shown} (recorded in its build record)")
+        else:
+            print(f"tiny model: the rebuild differs from the shipped model in {', '.join(result['differing_files'])} "
+                  f"(largest weight difference {result.get('max_abs_weight_difference', float('nan')):.3g}) and "
+                  f"replaced it in {shown}; `git checkout -- {shown}` restores the shipped one, and the sanity "
+                  f"problems ({PROBLEMS_FILE.name}) belong to it until `make tiny-model REFILTER=1`")
+    if args.refilter:
+        refilter(shipped_model())
     return 0
 
 
@@ -176,11 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     grid.set_defaults(func=cmd_grid)
     data_command.add_parser(sub)
     mismatch_run.add_parser(sub)
-    tiny = sub.add_parser("tiny-model", help="build the cached tiny model (and with --data its sanity set)")
-    tiny.add_argument("--data", action="store_true", help="also build the tiny sanity and validation sets")
+    tiny = sub.add_parser("tiny-model", help="rebuild the shipped tiny base model or redraw its sanity problems")
+    tiny.add_argument("--rebuild", action="store_true",
+                      help="train the shipped base model again from its recipe and compare it with the shipped bytes")
     tiny.add_argument("--refilter", action="store_true",
-                      help="with --data: draw the sanity set again through the vLLM filter and rewrite the committed "
-                           "selection (precision_rl/tiny/sanity_selection.json)")
+                      help="draw the sanity problems again through the vLLM filter with the shipped model and rewrite "
+                           "precision_rl/tiny/sanity_problems.json")
     tiny.set_defaults(func=cmd_tiny_model)
     analysis_commands.add_parsers(sub)
     return parser

@@ -1,4 +1,4 @@
-"""Atomic writes: build a file or folder under a temporary name beside its target, then rename it over the target.
+"""File helpers: a file's sha256, and atomic writes: build a file or folder under a temporary name beside its target, then rename it over the target.
 
 A reader (or a crashed writer) never sees a half-written table, figure, manifest or model: the target is either the
 old one or the complete new one.
@@ -7,6 +7,7 @@ old one or the complete new one.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -68,3 +69,12 @@ def atomic_dir(target: Path) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """Return the hex sha256 of the file at ``path``."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(chunk), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -17,12 +17,12 @@ from precision_rl.data.store import (
     commit_files,
     dataset_dir,
     make_row,
-    sha256_file,
     update_manifest,
     write_parquet_tmp,
     write_text_tmp,
 )
 from precision_rl.errors import UserError
+from precision_rl.fileio import sha256_file
 from precision_rl.paths import shared_data_dir
 from precision_rl.reward.templates import get_template
 

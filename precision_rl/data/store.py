@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 from datetime import datetime, timezone
@@ -37,15 +36,6 @@ def make_row(data_source: str, question: str, answer: Any, template: str, split:
         "reward_model": {"style": "rule", "ground_truth": answer},
         "extra_info": info,
     }
-
-
-def sha256_file(path: Path) -> str:
-    """Return the hex sha256 of the file at ``path``."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def write_parquet_tmp(rows: list[dict[str, Any]], path: Path) -> Path:

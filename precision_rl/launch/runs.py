@@ -8,7 +8,6 @@ for a new run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import platform
@@ -23,7 +22,7 @@ from typing import Any
 
 from precision_rl import __version__
 from precision_rl.errors import UserError
-from precision_rl.fileio import atomic_write_json
+from precision_rl.fileio import atomic_write_json, sha256_file
 from precision_rl.paths import REPO_ROOT
 from precision_rl.verl_ext.cpu_features import cpu_model, matrix_flags
 
@@ -211,15 +210,6 @@ def hardware() -> dict:
     except Exception:  # noqa: BLE001 - a broken CUDA install must not stop the manifest
         info["gpus"] = []
     return info
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """Return the hex sha256 of the file at ``path``."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(chunk), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def dataset_hashes(paths: list[Path]) -> dict[str, str | None]:

@@ -1,10 +1,12 @@
-"""The tiny sanity set: the data recipes' sanity-rebuild filter (k samples per problem, keep 20–80 % success)
-run with the tiny model on a generated problem pool, plus a held-out validation set; verl parquet + manifest.
+"""The tiny sanity set and its held-out validation set, from the committed problem list; verl parquet + manifest.
 
-The filter samples with vLLM, so two builds keep different problems, and on 12 problems that moves a run's final
-reward as much as the precision does. The problems it kept once are therefore committed (``sanity_selection.json``)
-and every build whose recipe matches takes them from there; ``refilter=True`` runs the filter again. Both sets are
-cached per model: rebuilt when the model (its pretrain key), the recipe below or the selection changes.
+The sanity set is the paper's filter (k samples per problem at T=1, keep the problems solved 20–80 % of the time)
+run once with the shipped base model over a generated pool; the held-out validation set is further generated
+problems, unfiltered. Both are committed as one problem list (``sanity_problems.json``: question, answer, chain
+length, and for the training problems their pool index and success rate), together with the sha256 of the model
+weights that filtered it and the filter's settings, so every run trains and validates on the same problems.
+``refilter`` (``make tiny-model REFILTER=1``) runs the filter again with the current model and rewrites the list.
+The parquets are rebuilt when the list or the template changes.
 """
 
 from __future__ import annotations
@@ -15,134 +17,119 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from precision_rl.config.precision import VLLM_DTYPES
 from precision_rl.errors import UserError
-from precision_rl.fileio import atomic_write_text
+from precision_rl.fileio import atomic_write_text, sha256_file
 from precision_rl.paths import data_root, vllm_cache_root
-from precision_rl.tiny.pretrain import build_record
+from precision_rl.tiny.shipped import CHECKSUMS_FILE, WEIGHTS_FILE, weights_sha256
 from precision_rl.verl_ext.cpu_overrides import VLLM_CPU_KVCACHE_GIB
 
 TRAIN_RECIPE = "tiny_sanity"
 VAL_RECIPE = "tiny_sanity_val"
 TEMPLATE = "r1_distill_qwen"
+PROBLEMS_FILE = Path(__file__).with_name("sanity_problems.json")
+STAMP_FILE = "tiny_stamp.json"  # beside the training parquet: which problem list built the sets
 
 
 @dataclass(frozen=True)
 class TinyDataConfig:
-    """How the tiny sanity set is drawn and filtered."""
+    """How the tiny sanity set is drawn and filtered, and how large the held-out validation set is."""
 
-    pool: int = 512
-    k: int = 16
-    low: float = 0.2
+    pool: int = 1024  # generated problems the filter scores
+    k: int = 16  # samples per problem
+    low: float = 0.2  # the paper's band of success rates kept
     high: float = 0.8
-    # The paper trains ~88-115 epochs over its set; with 12 problems, the tiny run's 80 steps of 12 prompts are 80.
-    max_train: int = 12
-    val_problems: int = 64
-    seed: int = 11
+    max_train: int = 256  # the first problems in the band form the sanity set
+    val_problems: int = 128  # further generated problems, unfiltered
+    seed: int = 11  # of the problem generator and the filter's sampling
     max_tokens: int = 96
-    dtype: str = VLLM_DTYPES["bf16"]
+    # fp32 sampling, so that the filter favours neither 16-bit format's rounding.
+    dtype: str = "float32"
     min_ops: int = 2  # the generated chains' length range (precision_rl.tiny.problems)
     max_ops: int = 3
     max_prompt_tokens: int = 128  # the filter engine's context is this plus max_tokens
 
 
-def _model_key(model_dir: Path) -> str:
-    record = build_record(model_dir)
-    return record["key"] if record else str(Path(model_dir).resolve())
-
-
-STAMP_FILE = "tiny_stamp.json"  # beside the training parquet: which model and recipe built the set
-SELECTION_FILE = Path(__file__).with_name("sanity_selection.json")
-COMMITTED, FILTERED = "committed", "filtered"
-
-
 @dataclass(frozen=True)
-class Selection:
-    """Problems the filter kept once: their index in the generated pool and their success rate then."""
+class ProblemList:
+    """The committed problems: who filtered them with which settings, the training set and the validation set."""
 
-    model_key: str
+    model_weights_sha256: str
     config: dict
-    pool_indices: tuple[int, ...]
-    questions: tuple[str, ...]
-    success_rates: tuple[float, ...]
+    in_band: int
+    train: tuple[dict, ...]
+    validation: tuple[dict, ...]
 
 
-def committed_selection(model_key: str, config: TinyDataConfig = TinyDataConfig(),
-                        path: Path = SELECTION_FILE) -> Selection | None:
-    """Return the committed selection when it was drawn by the model ``model_key`` with ``config``'s recipe, else
-    None."""
-    if not Path(path).is_file():
-        return None
-    record = json.loads(Path(path).read_text())
-    if record["model_key"] != model_key or record["config"] != dataclasses.asdict(config):
-        return None
-    problems = record["problems"]
-    return Selection(record["model_key"], record["config"], tuple(p["pool_index"] for p in problems), tuple(p["question"] for p in problems),
-                     tuple(p["success_rate"] for p in problems))
+def model_weights_sha256(model_dir: Path) -> str:
+    """Return the sha256 of a tiny model folder's weights: the recorded one where the folder lists its checksums,
+    else computed."""
+    model_dir = Path(model_dir)
+    return weights_sha256(model_dir) if (model_dir / CHECKSUMS_FILE).is_file() else sha256_file(model_dir / WEIGHTS_FILE)
 
 
-def dataset_stamp(model_dir: Path, config: TinyDataConfig = TinyDataConfig(), refilter: bool = False) -> dict:
-    """Return the record that ties the tiny sets to the model, recipe and selection that built them (a cache key)."""
-    model_key = _model_key(model_dir)
-    selection = None if refilter else committed_selection(model_key, config)
-    return {"model_key": model_key, "config": dataclasses.asdict(config),
-            "selection": COMMITTED if selection else FILTERED,
-            **({"pool_indices": list(selection.pool_indices)} if selection else {})}
+def read_problem_list(path: Path = PROBLEMS_FILE) -> ProblemList:
+    """Return the committed problem list; raise UserError when it is missing or malformed."""
+    try:
+        doc = json.loads(Path(path).read_text())
+        return ProblemList(doc["model_weights_sha256"], doc["config"], doc["in_band"], tuple(doc["train"]),
+                           tuple(doc["validation"]))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: not a readable tiny problem list ({exc}); `git checkout -- {path}` restores the "
+                        "committed one, `make tiny-model REFILTER=1` draws a new one") from None
 
 
-def selected_problems(pool: list, selection: Selection) -> list:
-    """Return the pool's problems at the selection's indices, each annotated with its success rate; raise UserError
-    when the generator no longer yields the committed questions there."""
-    from precision_rl.data.sources import Problem
+def checked_problem_list(model_dir: Path, config: TinyDataConfig = TinyDataConfig(),
+                         path: Path = PROBLEMS_FILE) -> ProblemList:
+    """Return the committed problem list after checking that ``model_dir``'s weights filtered it with ``config``;
+    raise UserError otherwise."""
+    problems = read_problem_list(path)
+    model = model_weights_sha256(model_dir)
+    if problems.model_weights_sha256 != model:
+        raise UserError(f"{Path(path).name} was filtered with the model whose weights have sha256 "
+                        f"{problems.model_weights_sha256[:12]}…, not with {model_dir} ({model[:12]}…): restore the "
+                        "shipped model, or draw a list for this one with `make tiny-model REFILTER=1`")
+    if problems.config != dataclasses.asdict(config):
+        raise UserError(f"{Path(path).name} was drawn with other filter settings than the code's TinyDataConfig: "
+                        "draw it again with `make tiny-model REFILTER=1`")
+    return problems
 
-    picked = []
-    for index, question, rate in zip(selection.pool_indices, selection.questions, selection.success_rates, strict=True):
-        if index >= len(pool) or pool[index].question != question:
-            raise UserError(f"{SELECTION_FILE.name}: pool problem {index} is no longer {question!r}; the generator "
-                            "changed, so draw a new selection with `make tiny-model REFILTER=1`")
-        picked.append(Problem(pool[index].question, pool[index].answer, {**pool[index].extra, "success_rate": rate}))
-    return picked
+
+def dataset_stamp(path: Path = PROBLEMS_FILE) -> dict:
+    """Return the record that ties the tiny parquets to the problem list and template that built them."""
+    return {"problem_list_sha256": sha256_file(path), "template": TEMPLATE}
 
 
 def ensure_datasets(model_dir: Path, train: str = TRAIN_RECIPE, val: tuple[str, ...] = (VAL_RECIPE,),
                     root: Path | None = None, config: TinyDataConfig = TinyDataConfig(),
-                    refilter: bool = False) -> tuple[Path, list[Path]]:
-    """Return (train parquet, [val parquet]) for the tiny model, building them when missing or stale: from the
-    committed selection, or (``refilter``, or no selection for this recipe) through the vLLM filter."""
+                    path: Path = PROBLEMS_FILE) -> tuple[Path, list[Path]]:
+    """Return (train parquet, [val parquet]) of the committed problem list, writing them when missing or stale;
+    raise UserError when the list does not belong to ``model_dir`` and ``config``."""
     from precision_rl.data.recipes import Recipe, dataset_file, write_dataset
     from precision_rl.data.sources import Problem
-    from precision_rl.tiny.problems import make_problems
 
     if train != TRAIN_RECIPE or tuple(val) != (VAL_RECIPE,):
         raise UserError(f"the tiny scale knows the datasets {TRAIN_RECIPE} and {VAL_RECIPE}, not {train} / {list(val)}")
+    problems = checked_problem_list(model_dir, config, path)
     root = Path(root or data_root())
     train_path = dataset_file(root, TRAIN_RECIPE, "train", TEMPLATE)
     val_path = dataset_file(root, VAL_RECIPE, "test", TEMPLATE)
     stamp_path = train_path.parent / STAMP_FILE
-    stamp = dataset_stamp(model_dir, config, refilter)
+    stamp = dataset_stamp(path)
     if train_path.is_file() and val_path.is_file() and stamp_path.is_file() and json.loads(stamp_path.read_text()) == stamp:
         return train_path, [val_path]
+    provenance = {"generator": "precision_rl.tiny.problems", "problem_list": Path(path).name, **stamp,
+                  "model_weights_sha256": problems.model_weights_sha256, "in_band": problems.in_band}
 
-    generated = make_problems(config.pool + config.val_problems, seed=config.seed, min_ops=config.min_ops,
-                              max_ops=config.max_ops)
-    to_problem = lambda p: Problem(p.question, p.answer)  # noqa: E731
-    pool, held_out = [to_problem(p) for p in generated[: config.pool]], [to_problem(p) for p in generated[config.pool:]]
-    selection = None if refilter else committed_selection(stamp["model_key"], config)
-    if selection:
-        print(f"building {TRAIN_RECIPE}: the {len(selection.pool_indices)} problems of {SELECTION_FILE.name}", flush=True)
-        kept, in_band = selected_problems(pool, selection), None
-    else:
-        kept, in_band = _filter(model_dir, pool, config)
-        if refilter:
-            write_selection(stamp["model_key"], config, pool, kept, in_band)
-            stamp = dataset_stamp(model_dir, config)
-    provenance = {"generator": "precision_rl.tiny.problems", **stamp, "pool": len(pool),
-                  **({"in_band": in_band} if in_band is not None else {}), "kept": len(kept)}
+    def rows(entries, extra_keys):
+        return [Problem(e["question"], e["answer"], {k: e[k] for k in extra_keys if k in e}) for e in entries]
+
+    print(f"building {TRAIN_RECIPE} ({len(problems.train)} problems) and {VAL_RECIPE} ({len(problems.validation)}) "
+          f"from {Path(path).name}", flush=True)
     write_dataset(Recipe(TRAIN_RECIPE, "Tiny sanity set: generated arithmetic filtered by the tiny model",
-                         "train", TEMPLATE), kept, provenance, root)
+                         "train", TEMPLATE), rows(problems.train, ("success_rate", "ops")), provenance, root)
     write_dataset(Recipe(VAL_RECIPE, "Tiny validation set: held-out generated arithmetic (unfiltered)",
-                         "test", TEMPLATE), held_out, provenance, root)
-    stamp_path.write_text(json.dumps(stamp, indent=2))
+                         "test", TEMPLATE), rows(problems.validation, ("ops",)), provenance, root)
+    atomic_write_text(stamp_path, json.dumps(stamp, indent=2))
     return train_path, [val_path]
 
 
@@ -158,29 +145,46 @@ def filter_pool(model_dir: Path, pool: list, config: TinyDataConfig):
                           max_model_len=config.max_tokens + config.max_prompt_tokens)
 
 
-def _filter(model_dir: Path, pool: list, config: TinyDataConfig) -> tuple[list, int]:
-    print(f"building {TRAIN_RECIPE}: {config.k} samples x {len(pool)} generated problems, keeping "
-          f"{config.low:.0%}-{config.high:.0%} success", flush=True)
-    result = filter_pool(model_dir, pool, config)
-    if len(result.kept) < config.max_train:
-        raise UserError(f"the tiny model solved too few problems in [{config.low}, {config.high}] "
-                        f"({len(result.kept)} of {len(pool)}); rebuild the model with `make tiny-model`")
-    return result.kept[: config.max_train], len(result.kept)
+def generated_problems(config: TinyDataConfig = TinyDataConfig()) -> tuple[list, list]:
+    """Return (pool, held-out validation problems) of the generator, as ``ArithmeticProblem``s."""
+    from precision_rl.tiny.problems import make_problems
+
+    generated = make_problems(config.pool + config.val_problems, seed=config.seed, min_ops=config.min_ops,
+                              max_ops=config.max_ops)
+    return generated[: config.pool], generated[config.pool:]
 
 
-def write_selection(model_key: str, config: TinyDataConfig, pool: list, kept: list, in_band: int,
-                    path: Path = SELECTION_FILE) -> Path:
-    """Write the filter's kept problems as the selection every later build takes (commit it to share it); return
-    its path."""
-    questions = [p.question for p in pool]
-    record = {
-        "about": "The tiny sanity set's problems: the first max_train problems of the generated pool whose success "
-                 "rate over k samples of the tiny model (vLLM, T=1) lay in [low, high]. Drawn by "
-                 "`make tiny-model REFILTER=1`; every other build takes them from here.",
-        "model_key": model_key, "config": dataclasses.asdict(config), "in_band": in_band,
-        "problems": [{"pool_index": questions.index(p.question), "question": p.question,
-                      "success_rate": p.extra["success_rate"]} for p in kept],
+def problem_list_doc(model_sha256: str, config: TinyDataConfig, pool: list, rates: list[float],
+                     validation: list) -> dict:
+    """Return the problem list document: the first ``config.max_train`` problems of ``pool`` whose success rate lies
+    in the band, and the validation problems; raise UserError when the band holds too few."""
+    in_band = [i for i, rate in enumerate(rates) if config.low - 1e-9 <= rate <= config.high + 1e-9]
+    if len(in_band) < config.max_train:
+        raise UserError(f"the tiny model solved only {len(in_band)} of {len(pool)} problems {config.low:.0%}-"
+                        f"{config.high:.0%} of the time; the sanity set needs {config.max_train}")
+    return {
+        "about": "The tiny sanity set (train: the first max_train problems of the generated pool whose success rate "
+                 "over k samples of the model with these weights, vLLM at T=1, lay in [low, high]) and its held-out "
+                 "validation set (the next val_problems generated problems, unfiltered). Drawn by "
+                 "`make tiny-model REFILTER=1`.",
+        "model_weights_sha256": model_sha256, "config": dataclasses.asdict(config), "in_band": len(in_band),
+        "train": [{"question": pool[i].question, "answer": pool[i].answer, "ops": len(pool[i].steps),
+                   "pool_index": i, "success_rate": rates[i]} for i in in_band[: config.max_train]],
+        "validation": [{"question": p.question, "answer": p.answer, "ops": len(p.steps)} for p in validation],
     }
-    atomic_write_text(path, json.dumps(record, indent=1) + "\n")
-    print(f"{TRAIN_RECIPE}: wrote the new selection to {path}; commit it to make it the set", flush=True)
+
+
+def refilter(model_dir: Path, config: TinyDataConfig = TinyDataConfig(), path: Path = PROBLEMS_FILE) -> Path:
+    """Run the filter over the generated pool with the model in ``model_dir`` and write the problem list (commit it
+    to make it the instrument's); return its path."""
+    from precision_rl.data.sources import Problem
+
+    pool, validation = generated_problems(config)
+    print(f"filtering {len(pool)} generated problems: {config.k} samples each, keeping {config.low:.0%}-"
+          f"{config.high:.0%} success", flush=True)
+    result = filter_pool(model_dir, [Problem(p.question, p.answer) for p in pool], config)
+    doc = problem_list_doc(model_weights_sha256(model_dir), config, pool, list(result.rates), validation)
+    atomic_write_text(path, json.dumps(doc, indent=1) + "\n")
+    print(f"{Path(path).name}: {len(doc['train'])} training problems of {doc['in_band']} in the band, "
+          f"{len(doc['validation'])} validation problems; commit it to make it the set", flush=True)
     return Path(path)

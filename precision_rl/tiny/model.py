@@ -47,6 +47,9 @@ class TinyModelConfig:
     max_position_embeddings: int = 512
     rope_theta: float = 10000.0
     tokenizer_corpus: int = 4000
+    # How text is cut before BPE: "qwen2" (transformers' Qwen2Tokenizer's rule: NFC, digits one by one, which it
+    # applies to any tokenizer it loads for a Qwen2 model) or "bytelevel" (GPT-2's, which such a load overrides).
+    pre_tokenizer: str = "qwen2"
     seed: int = 1234
 
     def key(self) -> str:
@@ -55,15 +58,30 @@ class TinyModelConfig:
 
 
 def build_tokenizer(config: TinyModelConfig):
-    """Return a PreTrainedTokenizerFast trained locally on generated sanity-style text."""
-    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+    """Return a PreTrainedTokenizerFast trained locally on generated sanity-style text.
+
+    With ``pre_tokenizer="qwen2"`` its normalizer and pre-tokenizer are those transformers' ``Qwen2Tokenizer``
+    installs on every tokenizer it loads for a Qwen2 model (``transformers.models.qwen2.tokenization_qwen2``,
+    5.19.0: NFC, then digits split one by one), so the saved ``tokenizer.json`` encodes text as verl and vLLM do
+    whichever library reads it, and the BPE merges are learnt on the pieces the model will see.
+    """
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
     problems = make_problems(config.tokenizer_corpus, seed=config.seed)
     corpus = [f"{IM_START}user\n{user_message(p)}{IM_END}\n{IM_START}assistant\n{THINK_OPEN}\n{p.solution()}{IM_END}"
               for p in problems]
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    if config.pre_tokenizer == "qwen2":
+        tok.normalizer = normalizers.NFC()
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    elif config.pre_tokenizer == "bytelevel":
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    else:
+        raise ValueError(f"unknown pre_tokenizer {config.pre_tokenizer!r}: choose qwen2 or bytelevel")
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=config.vocab_size, special_tokens=list(SPECIAL_TOKENS),
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)

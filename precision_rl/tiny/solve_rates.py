@@ -1,6 +1,7 @@
 """Can a sanity set be drawn from a tiny model? Its success rate on generated problems, by chain length.
 
-The sanity rule keeps problems the model solves 20-80 % of the time, and a tiny run needs 12 of them. This probe
+The sanity rule keeps problems the model solves 20-80 % of the time, and the tiny sanity set needs
+``TinyDataConfig.max_train`` of them. This probe
 samples k responses per problem (vLLM, T=1, the filter of ``precision_rl.tiny.data``) from the tiny model or the
 long-answer model (optionally on another chain range or SFT length), and reports per chain length the mean success
 rate and how many problems lie in the band. ``python -m precision_rl.tiny.solve_rates [--model long] [--max-ops N]

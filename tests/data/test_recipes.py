@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from precision_rl.data.recipes import RECIPES, build, dataset_file
-from precision_rl.data.store import read_manifest, read_rows, sha256_file
+from precision_rl.data.store import read_manifest, read_rows
 from precision_rl.errors import UserError
+from precision_rl.fileio import sha256_file
 from precision_rl.paths import REPO_ROOT, shared_data_dir
 from precision_rl.reward.templates import R1_INSTRUCTION
 

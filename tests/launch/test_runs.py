@@ -3,6 +3,7 @@
 import pytest
 
 from precision_rl.errors import UserError
+from precision_rl.fileio import sha256_file
 from precision_rl.launch import runs
 
 
@@ -53,8 +54,8 @@ def test_model_hashes_fingerprint_a_local_model_and_skip_a_hub_id_and_large_file
     (tmp_path / "model.safetensors").write_bytes(b"x" * 100)
     (tmp_path / "sub").mkdir()
     hashes = runs.model_hashes(str(tmp_path))
-    assert hashes == {"config.json": runs.sha256_file(tmp_path / "config.json"),
-                      "model.safetensors": runs.sha256_file(tmp_path / "model.safetensors")}
+    assert hashes == {"config.json": sha256_file(tmp_path / "config.json"),
+                      "model.safetensors": sha256_file(tmp_path / "model.safetensors")}
     assert runs.model_hashes(str(tmp_path), limit=50)["model.safetensors"] is None
     assert runs.model_hashes("deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B") is None and runs.model_hashes(None) is None
 

@@ -51,7 +51,8 @@ def test_an_existing_result_is_printed_and_never_redone(tmp_path, monkeypatch, c
     out.write_text("ops,problems,mean_success,median_success,in_band\n2,10,0.05,0.0,1\nall,10,0.05,0.0,1\n")
     assert S.main(["--max-ops", "12", "--sft-steps", "1600"]) == 0
     printed = capsys.readouterr().out
-    assert "exists, kept" in printed and "1 of 10 problems in the band: too few for a tiny sanity set (12)" in printed
+    needed = TinyDataConfig().max_train
+    assert "exists, kept" in printed and f"1 of 10 problems in the band: too few for a tiny sanity set ({needed})" in printed
     assert out.read_text().startswith("ops,problems")
 
 
@@ -74,4 +75,4 @@ def test_the_probe_runs_the_filters_engine_and_writes_its_table(tiny_random_mode
     out = S.result_path(*S.plan("tiny", None, None, 4, 2))
     lines = out.read_text().splitlines()
     assert lines[0] == ",".join(S.COLUMNS) and lines[-1].startswith("all,4,0.0,0.0,0")
-    assert "0 of 4 problems in the band: too few for a tiny sanity set (12)" in capsys.readouterr().out
+    assert f"0 of 4 problems in the band: too few for a tiny sanity set ({TinyDataConfig().max_train})" in capsys.readouterr().out
