@@ -18,12 +18,16 @@ FIGURES_DIR = REPO_ROOT / "paper_figures"
 BENCH_DIR = RESULTS_DIR / "bench"
 # Committed copies of the logs (manifest and metrics) of the runs behind the committed figures, laid out as runs/.
 LOGS_DIR = RESULTS_DIR / "logs"
+# Committed logs of the reference runs of the tiny instrument (sanity/grpo, both arms, every seed): the band a new
+# run is placed in by `make check`.
+REFERENCE_DIR = RESULTS_DIR / "reference"
 
 DATA_ENV = "PRECISION_RL_DATA"
 RUNS_ENV = "PRECISION_RL_RUNS"
 CACHE_ENV = "PRECISION_RL_CACHE"
 SHARED_DATA_ENV = "PRECISION_RL_SHARED_DATA"
 LOGS_ENV = "PRECISION_RL_LOGS"
+REFERENCE_ENV = "PRECISION_RL_REFERENCE"
 
 MISMATCH_DIR = "mismatch"  # the offline mismatch tool's folder inside the runs root
 
@@ -41,6 +45,11 @@ def runs_root() -> Path:
 def logs_root() -> Path:
     """Return the published run logs (``$PRECISION_RL_LOGS`` or ``<repo>/results/logs``)."""
     return Path(os.environ.get(LOGS_ENV, LOGS_DIR)).resolve()
+
+
+def reference_root() -> Path:
+    """Return the committed reference runs (``$PRECISION_RL_REFERENCE`` or ``<repo>/results/reference``)."""
+    return Path(os.environ.get(REFERENCE_ENV, REFERENCE_DIR)).resolve()
 
 
 def mismatch_root() -> Path:

