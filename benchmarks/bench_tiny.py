@@ -1,12 +1,14 @@
-"""Benchmark of the tiny scale (`make bench-tiny`): the README's tiny-scale numbers come from here.
+"""Benchmark of the tiny scale (`make bench-tiny`): the tiny instrument's time, memory, spread over seeds and rerun.
 
-Runs `make sanity-fp16` and `make sanity-bf16` (verl's trainer on the CPU platform, default tiny profile) one after
-the other, or with --existing summarizes the newest finished runs, and reports per arm: wall time, training reward
-(first step, mean of the last 5), verl's per-step breakdown (timing_s/*), where the time beyond the steps goes
-(Ray and driver start, training engine start, vLLM server start, first validation), peak memory of the run's
-processes, and the bf16/fp16 mismatch ratios (mean |pi-mu|, token KL) beside the offline tool's when
-`make mismatch` has been run. The machine's CPU and its fp16/bf16 matrix features are recorded with the numbers;
-compare ratios measured in one run, never absolute times across machines.
+Runs `make sanity-fp16` and `make sanity-bf16` (verl's trainer on the CPU platform, default tiny profile) for each of
+``--seeds`` (default 42), and with ``--rerun`` the first seed's FP16 run a second time; with ``--existing`` it
+summarizes the newest finished runs instead. Per run it reports wall time, training reward (first step, trailing
+mean of the last 5, first step whose trailing mean reaches 0.95), verl's per-step breakdown (timing_s/*), where the
+time beyond the steps goes (Ray and driver start, training engine, vLLM server, validations), peak memory of the
+run's processes and the mismatch (mean |pi-mu|, k3 KL). Over the runs: the final reward's mean, min and max per arm
+(the seed spread), the BF16/FP16 wall-time ratio, and for a rerun how many metric values differ from the first run
+(the rerun spread). The CPU's model and matrix-instruction flags and the GEMM modes are recorded with the numbers;
+compare ratios measured in one benchmark, never absolute times across machines.
 Writes results/bench/tiny-<UTC>.json and prints a Markdown summary.
 """
 
@@ -29,11 +31,14 @@ from precision_rl.console import render_table
 from precision_rl.fileio import atomic_write_json
 from precision_rl.launch import runs
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K1, TOKEN_KL_K3
-from precision_rl.paths import BENCH_DIR, REPO_ROOT, mismatch_root, runs_root
+from precision_rl.paths import BENCH_DIR, runs_root
 
 EXPERIMENT = "sanity/grpo"
 ARMS = ("fp16", "bf16")
 STEP_PARTS = ("gen", "old_log_prob", "adv", "update_actor", "update_weights", "step")
+TRAIL = 5
+# Metrics that measure the machine (time, throughput, memory): a rerun is compared on every other one.
+MEASURED_PREFIXES = ("timing_s/", "timing_per_token_ms/", "perf/", "actor/perf/")
 # verl's log lines carry "(<Actor> pid=N)" prefixes and "INFO:<date> <time>,<ms>:" stamps.
 _STAMPED = re.compile(r"\((?P<actor>\w+) pid=\d+\).*?INFO:(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+:")
 PHASES = {"TaskRunnerV1": "Ray + driver up", "WorkerDict": "training engine worker up",
@@ -42,8 +47,7 @@ PHASES = {"TaskRunnerV1": "Ray + driver up", "WorkerDict": "training engine work
 
 def run_arm(precision: str, seed: int) -> Path:
     """Run one arm with make (as a user would) and return its run directory."""
-    subprocess.run(["make", "-s", f"sanity-{precision}", f"SEED={seed}"], cwd=REPO_ROOT, check=True,
-                   env=dict(os.environ))
+    subprocess.run(["make", "-s", f"sanity-{precision}", f"SEED={seed}"], check=True, env=dict(os.environ))
     return runs.latest_run_dir(runs_root(), "tiny", EXPERIMENT, precision, seed)
 
 
@@ -54,7 +58,8 @@ def _stamp(text: str) -> float:
 def phases(run_dir: Path, started: float) -> dict[str, float]:
     """Return seconds from the attempt's start to the first log line of each phase of verl's start-up."""
     out: dict[str, float] = {}
-    for line in (run_dir / runs.TRAIN_LOG).read_text(errors="replace").splitlines():
+    log = run_dir / runs.TRAIN_LOG
+    for line in (log.read_text(errors="replace").splitlines() if log.is_file() else []):
         match = _STAMPED.search(line)
         if match and match["actor"] in PHASES and PHASES[match["actor"]] not in out:
             stamp = datetime.strptime(match["ts"], "%Y-%m-%d %H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
@@ -62,77 +67,119 @@ def phases(run_dir: Path, started: float) -> dict[str, float]:
     return out
 
 
+def steps_of(run_dir: Path) -> dict[int, dict]:
+    """Return each logged step's metrics of a run (every attempt merged)."""
+    steps: dict[int, dict] = {}
+    for path in runs.attempt_files(run_dir):
+        for raw in path.read_text().splitlines():
+            line = json.loads(raw)
+            steps.setdefault(line["step"], {}).update(line["data"])
+    return steps
+
+
 def summarize(run_dir: Path) -> dict:
     """Return the reward, timing, memory and mismatch summary of one finished run."""
     manifest = runs.read_manifest(run_dir)
     attempt = manifest["attempts"][0]
     started, ended = _stamp(attempt["started"]), _stamp(attempt["ended"])
-    lines = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    steps = [x["data"] for x in lines if x["step"] > 0]
+    steps = [data for step, data in sorted(steps_of(run_dir).items()) if step > 0]
     get = lambda key: np.array([s[key] for s in steps if s.get(key) is not None], dtype=float)  # noqa: E731
     reward = get(REWARD)
+    trailing = np.convolve(reward, np.ones(TRAIL) / TRAIL, mode="valid")
     step_total = float(get(M.STEP_TIME).sum())
     testing = float(get(M.TIMING_PREFIX + "testing").sum())
     wall = ended - started
     return {
-        "run_dir": str(run_dir), "steps": len(steps), "wall_s": wall,
-        "reward_first": float(reward[0]), "reward_last5": float(reward[-5:].mean()),
-        "first_step_reaching_0.95": next((i + 1 for i, r in enumerate(reward) if r >= 0.95), None),
-        "step_seconds_mean": {p: float(get(M.TIMING_PREFIX + p).mean()) for p in STEP_PARTS},
+        "run_dir": str(run_dir), "seed": manifest["seed"], "steps": len(steps), "wall_s": wall,
+        "reward_first": float(reward[0]), "reward_final": float(trailing[-1]),
+        "first_step_trailing_0.95": next((i + TRAIL for i, r in enumerate(trailing) if r >= 0.95), None),
+        "step_seconds_median": {p: float(np.median(get(M.TIMING_PREFIX + p))) for p in STEP_PARTS},
         "steps_total_s": step_total, "validation_in_steps_s": testing,
         "outside_steps_s": wall - step_total - testing, "startup_phases_s": phases(run_dir, started),
         "peak_memory_gib": attempt.get("peak_memory_gib"),
         "mean_abs_prob_diff": float(get(PROBS_DIFF_ABS_MEAN).mean()), "k3_kl": float(get(TOKEN_KL_K3).mean()),
-        "k1_kl": float(get(TOKEN_KL_K1).mean()), "fp16_gemm": manifest["platform"].get("fp16_gemm"),
-        "loss_scale_final": float(get(M.LOSS_SCALE)[-1]),
-        "skipped_steps": float(get(M.SKIPPED_STEPS)[-1]),
+        "k1_kl": float(get(TOKEN_KL_K1).mean()),
+        "gemm": {k: manifest["platform"].get(k) for k in ("fp16_gemm", "bf16_gemm", "rollout_gemm")},
+        "loss_scale_final": float(get(M.LOSS_SCALE)[-1]), "skipped_steps": float(get(M.SKIPPED_STEPS)[-1]),
     }
 
 
-def offline_ratios() -> dict | None:
-    """Return the offline mismatch tool's bf16/fp16 ratios for the tiny model, when `make mismatch` has run."""
-    found = sorted(mismatch_root().glob("*/*/summary.json"), key=lambda p: p.stat().st_mtime)
-    for path in reversed(found):
-        doc = json.loads(path.read_text())
-        if doc.get("scale") == "tiny" and doc.get("ratios_bf16_over_fp16"):
-            return {"summary": str(path), **doc["ratios_bf16_over_fp16"]}
-    return None
+def rerun_spread(first: Path, second: Path) -> dict:
+    """Return how two runs of one configuration differ: metric values compared (timings and memory aside), how many
+    differ, and the largest difference of the final reward."""
+    a, b = steps_of(first), steps_of(second)
+    compared = differing = 0
+    for step, data in a.items():
+        for key, value in data.items():
+            if key.startswith(MEASURED_PREFIXES):
+                continue
+            compared += 1
+            differing += b.get(step, {}).get(key) != value
+    return {"first": str(first), "rerun": str(second), "values_compared": compared, "values_differing": differing,
+            "final_reward": [summarize(first)["reward_final"], summarize(second)["reward_final"]]}
+
+
+def seed_spread(summaries: list[dict]) -> dict:
+    """Return the final rewards of one arm's runs by seed, with their mean, min and max."""
+    finals = {s["seed"]: s["reward_final"] for s in summaries}
+    values = list(finals.values())
+    return {"by_seed": finals, "mean": float(np.mean(values)), "min": min(values), "max": max(values),
+            "every_seed_reaches_0.95": all(v >= 0.95 for v in values)}
 
 
 def main() -> int:
-    """Run (or summarize) both arms and print the summary; return 0."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seed", type=int, default=42)
+    """Run (or summarize) the arms over the seeds, print the summary and write the record; return 0."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[42])
+    parser.add_argument("--rerun", action="store_true", help="run the first seed's FP16 run a second time")
     parser.add_argument("--existing", action="store_true", help="summarize the newest finished runs instead")
     args = parser.parse_args()
-    out = {"experiment": EXPERIMENT, "seed": args.seed, "machine": runs.hardware(), "measured": runs.utc_stamp()}
-    for precision in ARMS:
-        run_dir = (runs.latest_run_dir(runs_root(), "tiny", EXPERIMENT, precision, args.seed) if args.existing
-                   else run_arm(precision, args.seed))
-        if run_dir is None or runs.read_manifest(run_dir).get("status") != "finished":
-            raise SystemExit(f"error: no finished tiny run of {EXPERIMENT} {precision} seed {args.seed}")
-        out[precision] = summarize(run_dir)
-    out["bf16_over_fp16"] = {k: out["bf16"][k] / out["fp16"][k] for k in ("mean_abs_prob_diff", "k3_kl")}
-    out["offline_bf16_over_fp16"] = offline_ratios()
+    out = {"experiment": EXPERIMENT, "seeds": args.seeds, "machine": runs.hardware(), "measured": runs.utc_stamp()}
+    chosen: dict[str, list[Path]] = {arm: [] for arm in ARMS}
+    for seed in args.seeds:
+        for arm in ARMS:
+            run_dir = (runs.latest_run_dir(runs_root(), "tiny", EXPERIMENT, arm, seed) if args.existing
+                       else run_arm(arm, seed))
+            if run_dir is None or runs.read_manifest(run_dir).get("status") != "finished":
+                raise SystemExit(f"error: no finished tiny run of {EXPERIMENT} {arm} seed {seed}")
+            chosen[arm].append(run_dir)
+    out["runs"] = {arm: [summarize(d) for d in dirs] for arm, dirs in chosen.items()}
+    out["seed_spread"] = {arm: seed_spread(summaries) for arm, summaries in out["runs"].items()}
+    out["bf16_over_fp16_wall"] = float(np.median([s["wall_s"] for s in out["runs"]["bf16"]])
+                                       / np.median([s["wall_s"] for s in out["runs"]["fp16"]]))
+    out["bf16_over_fp16_mismatch"] = {k: float(np.mean([s[k] for s in out["runs"]["bf16"]])
+                                               / np.mean([s[k] for s in out["runs"]["fp16"]]))
+                                      for k in ("mean_abs_prob_diff", "k3_kl")}
+    if args.rerun:
+        first = chosen["fp16"][0]
+        out["rerun_spread"] = rerun_spread(first, run_arm("fp16", args.seeds[0]))
     dest = atomic_write_json(BENCH_DIR / f"tiny-{runs.utc_stamp()}.json", out)
     m = out["machine"]
-    print(f"\nCPU: {m['cpu_model']} x{m['cpu_count']}, matrix features: {', '.join(m['matrix_flags']) or 'none'}")
+    print(f"\nCPU: {m['cpu_model']} x{m['cpu_count']}, matrix features: {', '.join(m['matrix_flags']) or 'none'}; "
+          f"GEMMs: {out['runs']['fp16'][0]['gemm']}")
     rows = []
-    for p in ARMS:
-        s, t = out[p], out[p]["step_seconds_mean"]
-        rows.append([p, f"{s['wall_s'] / 60:.1f} min",
-                     f"{s['reward_first']:.2f} -> **{s['reward_last5']:.3f}** ({s['first_step_reaching_0.95']})",
-                     f"{t['step']:.1f} ({t['gen']:.1f} / {t['old_log_prob']:.1f} / {t['update_actor']:.1f} / "
-                     f"{t['update_weights']:.2f})", f"{s['outside_steps_s']:.0f} s {s['startup_phases_s']}",
-                     f"{s['peak_memory_gib']} GiB", f"{s['mean_abs_prob_diff']:.2e}", f"{s['k3_kl']:.2e}"])
+    for arm in ARMS:
+        for s in out["runs"][arm]:
+            t = s["step_seconds_median"]
+            rows.append([arm, s["seed"], f"{s['wall_s'] / 60:.1f} min",
+                         f"{s['reward_first']:.2f} -> **{s['reward_final']:.3f}** ({s['first_step_trailing_0.95']})",
+                         f"{t['step']:.1f} ({t['gen']:.1f} / {t['old_log_prob']:.1f} / {t['update_actor']:.1f} / "
+                         f"{t['update_weights']:.2f})", f"{s['outside_steps_s']:.0f} s", f"{s['peak_memory_gib']} GiB",
+                         f"{s['mean_abs_prob_diff']:.2e}", f"{s['k3_kl']:.2e}"])
     print()
-    print(render_table(rows, ["arm", "wall", "reward step 1 -> last 5 (first >= 0.95)",
-                              "s/step (gen / old_log_prob / update / sync)", "outside steps", "peak RAM",
+    print(render_table(rows, ["arm", "seed", "wall", "reward step 1 -> final trailing 5 (first step >= 0.95)",
+                              "s/step median (gen / old_log_prob / update / sync)", "outside steps", "peak RAM",
                               "mean abs(pi-mu)", "k3 KL"], markdown=True, floatfmt=""))
-    r = out["bf16_over_fp16"]
-    print(f"\nbf16/fp16 mismatch over training: mean |pi-mu| {r['mean_abs_prob_diff']:.1f}x, k3 KL {r['k3_kl']:.1f}x")
-    if out["offline_bf16_over_fp16"]:
-        print(f"offline (make mismatch): {out['offline_bf16_over_fp16']}")
+    for arm, spread in out["seed_spread"].items():
+        print(f"{arm}: final reward {spread['mean']:.3f} [{spread['min']:.3f}-{spread['max']:.3f}] over seeds "
+              f"{sorted(spread['by_seed'])}; every seed >= 0.95: {spread['every_seed_reaches_0.95']}")
+    r = out["bf16_over_fp16_mismatch"]
+    print(f"bf16/fp16: wall {out['bf16_over_fp16_wall']:.2f}x; mismatch over training: mean |pi-mu| "
+          f"{r['mean_abs_prob_diff']:.1f}x, k3 KL {r['k3_kl']:.1f}x")
+    if args.rerun:
+        rr = out["rerun_spread"]
+        print(f"rerun of fp16 seed {args.seeds[0]}: {rr['values_differing']} of {rr['values_compared']} metric values "
+              f"differ; final reward {rr['final_reward'][0]:.3f} and {rr['final_reward'][1]:.3f}")
     print(f"written {dest}", file=sys.stderr)
     return 0
 
