@@ -37,8 +37,6 @@ EXPERIMENT = "sanity/grpo"
 ARMS = ("fp16", "bf16")
 STEP_PARTS = ("gen", "old_log_prob", "adv", "update_actor", "update_weights", "step")
 TRAIL = 5
-# Metrics that measure the machine (time, throughput, memory): a rerun is compared on every other one.
-MEASURED_PREFIXES = ("timing_s/", "timing_per_token_ms/", "perf/", "actor/perf/")
 # verl's log lines carry "(<Actor> pid=N)" prefixes and "INFO:<date> <time>,<ms>:" stamps.
 _STAMPED = re.compile(r"\((?P<actor>\w+) pid=\d+\).*?INFO:(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+:")
 PHASES = {"TaskRunnerV1": "Ray + driver up", "WorkerDict": "training engine worker up",
@@ -111,7 +109,7 @@ def rerun_spread(first: Path, second: Path) -> dict:
     compared = differing = 0
     for step, data in a.items():
         for key, value in data.items():
-            if key.startswith(MEASURED_PREFIXES):
+            if key.startswith(M.MEASURED_PREFIXES):
                 continue
             compared += 1
             differing += b.get(step, {}).get(key) != value

@@ -25,6 +25,8 @@ TOKEN_KL_K1 = "rollout_corr/kl"
 TOKEN_KL_K3 = "rollout_corr/k3_kl"
 ACTOR_PREFIX = "actor/"  # verl's actor worker logs under actor/: in bypass mode the rollout_corr metrics too
 TIMING_PREFIX = "timing_s/"  # verl times each phase of a step as timing_s/<phase>
+# Metrics that measure the machine (time, throughput, memory): no rerun repeats them, a repeatable run every other.
+MEASURED_PREFIXES = (TIMING_PREFIX, "timing_per_token_ms/", "perf/", "actor/perf/")
 STEP_TIME = TIMING_PREFIX + "step"
 VAL_CORE_PREFIX = "val-core/"
 

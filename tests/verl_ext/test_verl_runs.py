@@ -77,8 +77,6 @@ KILLED = ("sanity/pg_seq_mis", "bf16")
 SAVE_EVERY_STEP = "trainer.save_freq=1"
 # Run once in the concurrent group and once more alone afterwards: every metric but timings must repeat.
 REPEATED = ("sanity/grpo", "fp16")
-# Metrics that measure the machine (time, throughput, memory), which no rerun repeats.
-MEASURED_PREFIXES = ("timing_s/", "timing_per_token_ms/", "perf/", "actor/perf/")
 # The concurrent GRPO pair runs with bf16 GEMMs emulated (both engines), whatever this CPU has.
 GROUP_ENV = {GEMM_ENV["bf16"]: "emulated"}
 
@@ -306,7 +304,7 @@ def test_a_rerun_repeats_every_metric_and_each_sample_is_drawn_on_its_own(verl_r
     first, second = _steps(first_dir), _steps(second_dir)
     assert sorted(first) == sorted(second) == [1, 2]
     for step in first:
-        kept = lambda data: {k: v for k, v in data.items() if not k.startswith(MEASURED_PREFIXES)}  # noqa: E731
+        kept = lambda data: {k: v for k, v in data.items() if not k.startswith(M.MEASURED_PREFIXES)}  # noqa: E731
         differ = {k: (v, kept(second[step]).get(k)) for k, v in kept(first[step]).items() if kept(second[step]).get(k) != v}
         assert not differ, f"step {step}: the rerun logged other values: {differ}"
     generated = _generations(_rollouts(home, *REPEATED, "first"))
