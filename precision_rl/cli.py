@@ -35,16 +35,18 @@ def cmd_list(args) -> int:
         trains, infers = sorted({a.train for a in spec.arms}), sorted({a.infer for a in spec.arms})
         return f"train {{{','.join(trains)}}} x infer {{{','.join(infers)}}}"
 
-    def sourced(spec: ExperimentSpec) -> str:
-        return f"{len(spec.assumptions)} assumed" if spec.assumptions else "fully"
+    def values(spec: ExperimentSpec) -> list[int]:
+        assumed, conflicts = len(spec.assumptions), len(spec.conflicts)
+        return [len(spec.sources) - assumed - conflicts, assumed, conflicts]
 
     rows = [[s.name, s.algorithm, arms(s), s.model, s.backend,
              ",".join(p.panel + (f":{p.precision}" if p.precision else "") for p in s.paper) or "-",
-             s.variant_of or "-", sourced(s)] for s in specs.values()]
-    print(render_table(rows, ["experiment", "algorithm", "precision arms", "model", "backend", "paper panels", "variant of",
-                        "sourced"]))
-    print(f"\nsourced: 'fully' when every value that differs from verl's defaults has a published source; 'N assumed' "
-          f"counts the values tagged {registry.ASSUMPTION_TAG} in the experiment's sources (`make show EXP=...`).")
+             s.variant_of or "-", *values(s)] for s in specs.values()]
+    print(render_table(rows, ["experiment", "algorithm", "precision arms", "model", "backend", "paper panels",
+                              "variant of", "sourced", "assumed", "conflict"]))
+    print(f"\nValues the experiment sets (its `sources`, `make show EXP=...`): sourced = one published value; assumed = "
+          f"nothing published, the suite's choice ({registry.ASSUMPTION_TAG}); conflict = the sources disagree, the "
+          f"other value runs as a variant or an EXTRA override ({registry.CONFLICT_TAG}, docs/sources.md#conflicts).")
     return 0
 
 

@@ -37,4 +37,6 @@ def test_make_list_prints_the_registry():
     out = make("list").stdout
     assert "sanity/pg_seq_mis" in out and "dense14b/dapo" in out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split() and "/" in line.split()[0]}
-    assert rows["sanity/grpo"][-1] == "fully" and rows["moe/grpo_seq_mis"][-1] == "assumed"
+    sourced, assumed, conflict = (int(v) for v in rows["moe/grpo_seq_mis"][-3:])
+    assert assumed == 13 and conflict == 0 and sourced > 0
+    assert [int(v) for v in rows["sanity/grpo"][-2:]] == [0, 4]  # grader, val top_p, clip-higher, cadence

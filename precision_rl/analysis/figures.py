@@ -66,6 +66,9 @@ FORK_ABLATION_PANEL = "fork_ablation"
 CURVE_NOTE = ("Training curves: faint = raw per-step value (mean over seeds), bold = EMA (span 5 % of the steps); "
               "evaluation curves are unsmoothed points. Band: min–max over seeds, where an arm has several.")
 STEPS = "Training steps"
+ASSUMED_REWARD_MARK = "†"
+ASSUMED_REWARD_NOTE = (f"{ASSUMED_REWARD_MARK}: the template, data and reward are the suite's assumptions "
+                       "(docs/sources.md#assumptions), so the absolute level is not the paper's; compare the arms.")
 DRAWN_STATUSES = (FINISHED, EXTERNAL_STATUS)
 NOT_RUN_YET = "not run yet"
 NEEDS_GPUS = "not run (paper scale needs GPUs)"
@@ -285,7 +288,8 @@ def _grid(data: FigureData, scale: str, prefix: str, draw_panel: Callable, what:
             continue
         pairs = panel_arms(specs, panels[k])
         titles = sorted({experiment_title(s) for s, _ in pairs})
-        ax.set_title(f"({panels[k][len(prefix):]}) {' / '.join(titles)}")
+        mark = f" {ASSUMED_REWARD_MARK}" if any(s.reward_assumed for s, _ in pairs) else ""
+        ax.set_title(f"({panels[k][len(prefix):]}) {' / '.join(titles)}{mark}")
         arms, seeds = [], []
         for spec, arm in pairs:
             label = P.precision_label(arm.train, arm.infer)
@@ -308,7 +312,7 @@ def build_fig1(data: FigureData, scale: str):
 
     fig, _, legend = _grid(data, scale, "fig1", draw, M.REWARD)
     P.figure_legend(fig, legend)
-    P.add_caption(fig, FIGURE_TITLES["fig1_training_reward"], scale, f"y: {M.REWARD}. {CURVE_NOTE}")
+    P.add_caption(fig, FIGURE_TITLES["fig1_training_reward"], scale, f"y: {M.REWARD}. {ASSUMED_REWARD_NOTE} {CURVE_NOTE}")
     return fig
 
 
@@ -325,7 +329,7 @@ def build_fig2(data: FigureData, scale: str):
     fig, _, legend = _grid(data, scale, "fig2", draw, "validation accuracy")
     P.figure_legend(fig, legend)
     P.add_caption(fig, FIGURE_TITLES["fig2_eval_accuracy"], scale,
-                  "y: val-core/<first validation set>/acc/mean@n, unsmoothed. " + CURVE_NOTE)
+                  f"y: val-core/<first validation set>/acc/mean@n, unsmoothed. {ASSUMED_REWARD_NOTE} {CURVE_NOTE}")
     return fig
 
 
@@ -359,11 +363,13 @@ def _algorithm_row(data: FigureData, scale: str, panel: str, columns: list[tuple
     return fig
 
 
-def _training(data, scale, quantity, ylabel=None, log=False):
+def _training(data, scale, quantity, ylabel=None, log=False, symlog=False):
     def draw(ax, spec, arm, runs, color, label, style):
         ax.set_ylabel(ylabel or quantity.label)
         if log:
             ax.set_yscale("log")
+        elif symlog:
+            ax.set_yscale("symlog", linthresh=1e-6)
         curves = data.curves(scale, runs, quantity)
         if log:
             curves = [c[c > 0] for c in curves]
@@ -411,14 +417,15 @@ def build_fig3(data: FigureData, scale: str):
         ("Rewards", _training(data, scale, M.REWARD_Q)),
         _validation_column(data, scale, "fig3", 0),
         ("Mean[Abs(π − μ)]", _training(data, scale, M.MEAN_ABS_DIFF_Q)),
-        ("KL[μ‖π] per token", _training(data, scale, M.TOKEN_KL_Q, log=True)),
+        ("KL[μ‖π] per token, k3", _training(data, scale, M.TOKEN_KL_K3_Q, log=True)),
+        ("KL[μ‖π] per token, k1 (oat's)", _training(data, scale, M.TOKEN_KL_K1_Q, symlog=True)),
         ("Max & Min of π − μ", _max_min(data, scale)),
     ]
     fig = _algorithm_row(data, scale, "fig3", columns)
     P.add_caption(fig, FIGURE_TITLES["fig3_mismatch_dynamics"], scale,
-                  f"Mismatch: {M.PROBS_DIFF_ABS_MEAN}; KL: {M.TOKEN_KL_K3} (k3; k1 {M.TOKEN_KL_K1} where k3 is "
-                  f"absent; actor/ prefix in bypass mode), log axis; max/min: {M.PROBS_DIFF_MAX}, {M.PROBS_DIFF_MIN}. "
-                  + CURVE_NOTE)
+                  f"Mismatch: {M.PROBS_DIFF_ABS_MEAN}; KL: k3 {M.TOKEN_KL_K3} (log axis) and k1 {M.TOKEN_KL_K1}, the "
+                  f"estimator the paper's oat row plots (symmetric log axis: a batch's k1 can be negative); actor/ "
+                  f"prefix in bypass mode; max/min: {M.PROBS_DIFF_MAX}, {M.PROBS_DIFF_MIN}. " + CURVE_NOTE)
     return fig
 
 

@@ -74,6 +74,8 @@ NOT_COMPARABLE = "not comparable at this scale"
 PENDING = "pending (no runs)"
 VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, PENDING)
 OPPOSITE_SIGN, NO_DIFFERENCE, BANDS_OVERLAP, ONE_SEED = "opposite sign", "no difference", "bands overlap", "1 seed"
+ASSUMED_REWARD = ("absolute levels rest on the suite's assumed template, data and reward (docs/sources.md#assumptions): "
+                  "compare the arms, not the level")
 VERDICT_RULES = (
     f"*{NOT_COMPARABLE}*: the quantity has no counterpart at this scale (the reason is in the note).",
     f"*{PENDING}*: an experiment feeding an arm has no finished run with the statistic; the note names the "
@@ -338,6 +340,8 @@ def compare_row(summary: pd.DataFrame, scale: str, panel: str, comparison: Paper
         outcome, note = PENDING, pending_note([fp16, bf16], scale)
     else:
         outcome, note = verdict(fp16, bf16, comparison.higher)
+    if any(specs[name].reward_assumed for name in per_arm["fp16"] + per_arm["bf16"]):
+        note = "; ".join(filter(None, [note, ASSUMED_REWARD]))
     stat = STATISTICS[comparison.statistic]
     ratio = bf16.mean / fp16.mean if stat.ratio and fp16.n and bf16.n and fp16.mean > 0 else np.nan
     row = {

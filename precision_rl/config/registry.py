@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -25,12 +26,19 @@ from precision_rl.config.precision import PRECISIONS, PrecisionArm
 from precision_rl.config.scale import PAPER, SCALES
 from precision_rl.errors import SpecError, UserError
 from precision_rl.paths import EXPERIMENTS_DIR
+from precision_rl.reward.grader import DEFAULT_GRADER, GRADERS
 from precision_rl.reward.templates import TEMPLATES
 
 BASE_DIR_NAME = "_base"
 BACKENDS = ("fsdp", "megatron")
 # A ``sources`` entry carrying this tag is the suite's assumption, not a published value.
 ASSUMPTION_TAG = "[A]"
+# A ``sources`` entry carrying this tag has sources that disagree; it names how the other value runs:
+# "runs as variant <experiment>" or "runs as EXTRA='<verl override>'" (docs/sources.md#conflicts).
+CONFLICT_TAG = "[C]"
+# The ``sources`` key under which an experiment says where its reward settings come from.
+REWARD_SOURCE_KEY = "reward"
+_RUNS_AS = re.compile(r"runs as (?:variant (?P<variant>[\w/.-]+)|EXTRA='(?P<extra>[^']+)')")
 # The seed of a single run (SEED, --seed) and the seeds of a grid where an experiment names none.
 DEFAULT_SEEDS = (42,)
 LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
@@ -227,6 +235,7 @@ class _Document:
     seeds: Seeds = DEFAULT_SEEDS
     scales: _Scales | None = None
     extends: Str | None = None
+    grader: Literal[tuple(GRADERS)] = DEFAULT_GRADER  # the reward's answer checker (precision_rl.reward.grader)
 
 
 _DOCUMENT = TypeAdapter(_Document)
@@ -246,6 +255,7 @@ class ExperimentSpec:
     sources: dict[str, str]
     model: str
     template: str
+    grader: str  # the reward's answer checker: a name of precision_rl.reward.grader.GRADERS
     data: DataSpec
     algorithm: str
     arms: tuple[PrecisionArm, ...]
@@ -275,6 +285,19 @@ class ExperimentSpec:
         """Return the fields whose value is an assumption (source tagged ``[A]``), sorted; empty: fully sourced."""
         return sorted(key for key, text in self.sources.items() if ASSUMPTION_TAG in text)
 
+    @property
+    def reward_assumed(self) -> bool:
+        """Return whether the reward settings are the suite's assumption (no published reward): the run's absolute
+        reward and accuracy levels are then not comparable with the paper's, only the arms' difference."""
+        return REWARD_SOURCE_KEY in self.assumptions
+
+    @property
+    def conflicts(self) -> dict[str, tuple[str, str]]:
+        """Return field → how its other value runs, ``("variant", name)`` or ``("extra", override)``, for every
+        field whose sources disagree (tagged ``[C]``)."""
+        return {key: alternative for key, text in sorted(self.sources.items())
+                if (alternative := conflict_alternative(text)) is not None}
+
     def panel_arms(self, panel: str) -> list[PrecisionArm]:
         """Return the arms feeding figure ``panel`` (none when the experiment does not name it; ``fig3:bf16``: bf16)."""
         refs = [r for r in self.paper if r.panel == panel]
@@ -284,6 +307,18 @@ class ExperimentSpec:
     def arm_labels(self) -> list[str]:
         """Return the labels of this experiment's precision arms."""
         return [a.label for a in self.arms]
+
+
+def conflict_alternative(source: str) -> tuple[str, str] | None:
+    """Return how the other value of a ``[C]`` sources entry runs, ``("variant", name)`` or ``("extra",
+    override)``; None for an entry without the tag. Raise ValueError for a tagged entry that names neither."""
+    if CONFLICT_TAG not in source:
+        return None
+    match = _RUNS_AS.search(source)
+    if match is None:
+        raise ValueError(f"tagged {CONFLICT_TAG} but names no way to run the other value: add \"runs as variant "
+                         "<experiment>\" or \"runs as EXTRA='<verl override>'\"")
+    return ("variant", match["variant"]) if match["variant"] else ("extra", match["extra"])
 
 
 def deep_merge(base: dict, over: dict) -> dict:
@@ -356,6 +391,8 @@ def _check_sources(doc: dict, shown: str) -> dict[str, str]:
     if not isinstance(sources, dict) or not all(isinstance(v, str) and v for v in sources.values()):
         raise SpecError(shown, "sources", "must map each field (e.g. hyper.lr) to where its value comes from")
     needed = ["model", "algorithm"] + [f"hyper.{k}" for k, v in doc["hyper"].items() if v is not None]
+    if doc.get("grader") is not None:
+        needed.append("grader")
     if doc.get("lora") is not None:
         needed.append("lora")
     for key in needed:
@@ -363,6 +400,10 @@ def _check_sources(doc: dict, shown: str) -> dict[str, str]:
             raise SpecError(shown, f"sources.{key}", "missing: every value that differs from verl's defaults "
                             "must say where it comes from")
     for key, text in sources.items():
+        try:
+            conflict_alternative(text)
+        except ValueError as exc:
+            raise SpecError(shown, f"sources.{key}", str(exc)) from None
         if not docs_refs.references(text):
             raise SpecError(shown, f"sources.{key}", "must cite a section of the project's docs as "
                             "docs/<file>.md#<section>")
@@ -386,9 +427,9 @@ def validate(doc: dict, name: str, shown: str, scale: str) -> ExperimentSpec:
         raise SpecError(shown, "hyper.is_threshold", f"algorithm {run.algorithm} needs the importance-ratio cap C")
     return ExperimentSpec(
         name=name, path=shown, scale=scale, description=top.description.strip(), paper=top.paper, sources=sources,
-        model=run.model, template=run.template, data=run.data, algorithm=run.algorithm, arms=run.precision,
-        backend=run.backend, lora=run.lora, hyper=run.hyper, resources=run.resources, variant_of=top.variant_of,
-        paper_backend=top.backend, raw=eff, seeds=run.seeds,
+        model=run.model, template=run.template, grader=run.grader, data=run.data, algorithm=run.algorithm,
+        arms=run.precision, backend=run.backend, lora=run.lora, hyper=run.hyper, resources=run.resources,
+        variant_of=top.variant_of, paper_backend=top.backend, raw=eff, seeds=run.seeds,
     )
 
 

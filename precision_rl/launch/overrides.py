@@ -212,6 +212,7 @@ def verl_overrides(spec: ExperimentSpec, arm: PrecisionArm, ctx: RunContext) -> 
         f"reward.custom_reward_function.path={REWARD_FILE}",
         f"reward.custom_reward_function.name={REWARD_FUNCTION}",
         f"+reward.custom_reward_function.reward_kwargs.template={spec.template}",
+        f"+reward.custom_reward_function.reward_kwargs.grader={spec.grader}",
     ]
     out += _template_overrides(spec)
     out += verl_algorithm_overrides(spec.algorithm, algorithm_settings(spec.hyper))

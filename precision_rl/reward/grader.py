@@ -1,8 +1,12 @@
 """The paper's reward: extract the answer per template, then accept it when any equivalence check says so.
 
-Order (cheapest first): Hendrycks string match and a numeric shortcut when both sides are plain numbers; then sympy
-(PRM800K rules) and math-verify. Each of the three steps runs under ``timeout_s`` (a timeout is "incorrect"). Reward
-is 1/0; a response cut at the length cap scores 0. Whatever goes wrong inside grading (an exception of the grader or
+Two graders, as the authors' two frameworks grade (docs/sources.md#data):
+- ``oat`` (the default): Hendrycks string match and a numeric shortcut when both sides are plain numbers, then sympy
+  (PRM800K rules) and math-verify, each step under a 1 s limit; a response cut at the length cap scores 0.
+- ``fork`` (the VeRL fork's ``compute_math_score``): the same string match and shortcut, then sympy only, under a
+  10 s limit; no math-verify, and a truncated response is graded like any other.
+
+A timeout counts as "incorrect"; reward is 1/0. Whatever goes wrong inside grading (an exception of the grader or
 of a library it calls, a crashed worker process) scores 0 and is logged with its reason: ``grade`` never raises, so
 one odd response can never abort a training step.
 
@@ -17,19 +21,19 @@ import hashlib
 import logging
 import re
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
 from cachetools import LRUCache
 
+from precision_rl.errors import UserError
 from precision_rl.reward.equivalence import math_verify_equal, mathd_equal, sympy_equal, warm_up
 from precision_rl.reward.extract import last_boxed
 from precision_rl.reward.normalize import mathd_normalize, strip_thousands
 from precision_rl.reward.templates import get_template
 from precision_rl.reward.timeout import run_with_timeout
 
-DEFAULT_TIMEOUT_S = 1.0  # the paper's grader: 1 s per grading call
 VERDICT_CACHE_ENTRIES = 65536
 # Python refuses int/str conversions above 4,300 digits (sys.int_info.str_digits_check_threshold); longer numbers
 # skip the exact-number shortcut and go to the time-limited checks.
@@ -39,6 +43,30 @@ _MAX_LOGGED_REASONS = 64
 
 logger = logging.getLogger(__name__)
 _logged_reasons: set[str] = set()
+
+
+@dataclass(frozen=True)
+class GraderRules:
+    """One grader: the checks run after the cheap string/number match, each check's time limit in seconds, and
+    whether a response cut at the length cap scores 0 whatever its answer."""
+
+    checks: tuple[Callable[[str, str], bool], ...]
+    timeout_s: float
+    zero_truncated: bool
+
+
+GRADERS = {
+    "oat": GraderRules(checks=(sympy_equal, math_verify_equal), timeout_s=1.0, zero_truncated=True),
+    "fork": GraderRules(checks=(sympy_equal,), timeout_s=10.0, zero_truncated=False),
+}
+DEFAULT_GRADER = "oat"
+
+
+def get_grader(name: str) -> GraderRules:
+    """Return the rules of grader ``name``; an unknown name raises a UserError listing the graders."""
+    if name not in GRADERS:
+        raise UserError(f"unknown grader {name!r}: choose one of {', '.join(GRADERS)}")
+    return GRADERS[name]
 
 
 @dataclass(frozen=True)
@@ -109,8 +137,8 @@ _VERDICTS: LRUCache = LRUCache(maxsize=VERDICT_CACHE_ENTRIES)
 _VERDICTS_LOCK = threading.Lock()  # verl grades from a thread pool; cachetools caches are not thread-safe
 
 
-def _verdict_key(pred: str, truth: str, timeout_s: float) -> bytes:
-    blob = f"{timeout_s!r}\0{len(pred)}\0{pred}\0{truth}".encode("utf-8", "surrogatepass")
+def _verdict_key(pred: str, truth: str, grader: str, timeout_s: float) -> bytes:
+    blob = f"{grader}\0{timeout_s!r}\0{len(pred)}\0{pred}\0{truth}".encode("utf-8", "surrogatepass")
     return hashlib.blake2b(blob, digest_size=16).digest()
 
 
@@ -120,14 +148,14 @@ def clear_verdicts() -> None:
         _VERDICTS.clear()
 
 
-def _equal(pred: str, truth: str, timeout_s: float) -> tuple[bool, bool]:
+def _equal(pred: str, truth: str, rules: GraderRules, timeout_s: float) -> tuple[bool, bool]:
     """Return (equal, certain): ``certain`` is False when a check ran out of time (such a verdict is not memoised)."""
     finished, verdict = run_with_timeout(_cheap_verdict, (pred, truth), timeout_s)
     if finished and verdict is not None:
         return verdict, True
     warm_up()
     timed_out = not finished
-    for check in (sympy_equal, math_verify_equal):
+    for check in rules.checks:
         finished, equal = run_with_timeout(check, (pred, truth), timeout_s)
         if finished and equal:
             return True, True
@@ -135,16 +163,19 @@ def _equal(pred: str, truth: str, timeout_s: float) -> tuple[bool, bool]:
     return False, not timed_out
 
 
-def answers_equal(pred: str, truth: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> bool:
-    """Return whether answer ``pred`` is equivalent to ground truth ``truth`` under the paper's rules.
+def answers_equal(pred: str, truth: str, timeout_s: float | None = None, grader: str = DEFAULT_GRADER) -> bool:
+    """Return whether answer ``pred`` is equivalent to ground truth ``truth`` under ``grader``'s rules (each check
+    limited to ``timeout_s`` seconds; None: the grader's own limit).
 
     May raise what a check raises; ``grade`` turns that into a score of 0.
     """
-    key = _verdict_key(pred, truth, timeout_s)
+    rules = get_grader(grader)
+    limit = rules.timeout_s if timeout_s is None else float(timeout_s)
+    key = _verdict_key(pred, truth, grader, limit)
     with _VERDICTS_LOCK:
         verdict = _VERDICTS.get(key)
     if verdict is None:
-        verdict, certain = _equal(pred, truth, timeout_s)
+        verdict, certain = _equal(pred, truth, rules, limit)
         if certain:
             with _VERDICTS_LOCK:
                 _VERDICTS[key] = verdict
@@ -169,21 +200,24 @@ def _as_text(response) -> str:
     return response if isinstance(response, str) else str(response or "")
 
 
-def grade(response: str, ground_truth, template: str, truncated: bool = False,
-          timeout_s: float = DEFAULT_TIMEOUT_S) -> GradeResult:
-    """Return the GradeResult of one ``response`` against ``ground_truth`` (a string or a list of acceptable ones).
+def grade(response: str, ground_truth, template: str, truncated: bool = False, timeout_s: float | None = None,
+          grader: str = DEFAULT_GRADER) -> GradeResult:
+    """Return the GradeResult of one ``response`` against ``ground_truth`` (a string or a list of acceptable ones),
+    judged by ``grader`` (``timeout_s`` None: the grader's own time limit per check).
 
     Never raises on any response or ground truth: a failure inside grading gives a score of 0 with ``error`` set,
-    and is logged. Only a configuration error, an unknown ``template``, raises (``UserError``), before any grading.
+    and is logged. Only a configuration error, an unknown ``template`` or ``grader``, raises (``UserError``), before
+    any grading.
     """
     extract = get_template(template).extract
+    rules = get_grader(grader)
     pred, formatted = None, False
     try:
         extraction = extract(_as_text(response))
         pred, formatted = extraction.pred, extraction.formatted
-        if truncated or pred is None:
+        if (truncated and rules.zero_truncated) or pred is None:
             return GradeResult(0.0, False, pred, formatted)
-        correct = any(answers_equal(pred, truth, timeout_s) for truth in _truth_strings(ground_truth))
+        correct = any(answers_equal(pred, truth, timeout_s, grader) for truth in _truth_strings(ground_truth))
         return GradeResult(1.0 if correct else 0.0, correct, pred, formatted)
     except Exception as exc:  # noqa: BLE001 - a grading failure must never escape into the training step
         reason = _failure_reason(exc)
@@ -192,9 +226,11 @@ def grade(response: str, ground_truth, template: str, truncated: bool = False,
 
 
 def grade_batch(responses: Sequence[str], ground_truths: Sequence, template: str,
-                truncated: Sequence[bool] | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[GradeResult]:
+                truncated: Sequence[bool] | None = None, timeout_s: float | None = None,
+                grader: str = DEFAULT_GRADER) -> list[GradeResult]:
     """Return one GradeResult per response (``ground_truths`` and ``truncated`` are aligned with ``responses``)."""
     if len(ground_truths) != len(responses) or (truncated is not None and len(truncated) != len(responses)):
         raise ValueError("responses, ground_truths and truncated must have the same length")
     flags = truncated if truncated is not None else [False] * len(responses)
-    return [grade(r, g, template, bool(t), timeout_s) for r, g, t in zip(responses, ground_truths, flags, strict=True)]
+    return [grade(r, g, template, bool(t), timeout_s, grader)
+            for r, g, t in zip(responses, ground_truths, flags, strict=True)]

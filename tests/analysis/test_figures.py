@@ -154,7 +154,7 @@ def test_paper_scale_without_runs_needs_gpus(tmp_path):
     write_run(tmp_path, "paper", "sanity/grpo", "fp16", 42, [_records(10, "fp16", rng)])
     fig = F.build_fig1(_data(tmp_path), "paper")
     assert P.panel_texts(_panels(fig)["(a) Sanity GRPO"]) == [f"FP16: 1 seed BF16: {F.NEEDS_GPUS}"]
-    assert P.panel_texts(_panels(fig)["(l) Dense-14B DAPO"]) == [f"FP16, BF16: {F.NEEDS_GPUS}"]
+    assert P.panel_texts(_panels(fig)[f"(l) Dense-14B DAPO {F.ASSUMED_REWARD_MARK}"]) == [f"FP16, BF16: {F.NEEDS_GPUS}"]
     assert F.NEEDS_GPUS == "not run (paper scale needs GPUs)"
 
 
@@ -186,7 +186,7 @@ def test_the_not_run_yet_command_is_one_make_grid_accepts(tmp_path):
                 chosen = {spec.name for spec, _ in selected}
                 assert chosen == set(match[1].split()), text
                 checked += 1
-    assert checked == 12 + 5 + 2
+    assert checked == 12 + 6 + 2
 
 
 def test_colours_and_styles_follow_the_paper(tmp_path):
@@ -252,3 +252,20 @@ def test_an_arm_whose_kl_is_rounding_noise_around_zero_says_so_not_that_it_was_n
     fig = F.build_ablation(_data(tmp_path), "tiny")
     kl_panel = next(ax for ax in fig.axes if ax.get_title() == M.TOKEN_KL_Q.label)
     assert P.panel_texts(kl_panel) == [f"FP32: {M.TOKEN_KL_Q.label} ≤ 0 throughout (log scale)"]
+
+
+def test_fig3_draws_the_k1_estimator_beside_k3(tmp_path):
+    rng = np.random.default_rng(5)
+    write_run(tmp_path, "tiny", "sanity/grpo", "bf16", 42, [_records(10, "bf16", rng, drop=(M.TOKEN_KL_K3,))])
+    panels = _panels(F.build_fig3(_data(tmp_path), "tiny"))
+    k3, k1 = panels["KL[μ‖π] per token, k3"], panels["KL[μ‖π] per token, k1 (oat's)"]
+    assert k3.get_lines() == [] and P.panel_texts(k3)[0].startswith("BF16 GRPO: no data (KL[μ‖π] per token, k3 not")
+    assert k1.get_lines() and k1.get_yscale() == "symlog"
+
+
+def test_panels_whose_reward_is_assumed_say_so(specs, tmp_path):
+    fig = F.build_fig1(F.FigureData(logs.build_table([]), tmp_path / "mismatch"), "paper")
+    titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
+    marked = [t for t in titles if t.endswith(F.ASSUMED_REWARD_MARK)]
+    assert [t.split(")")[0] for t in marked] == ["(i", "(j", "(k", "(l"]
+    assert {s.family for s in specs.values() if s.reward_assumed} == {"moe", "dense14b"}

@@ -166,5 +166,5 @@ def test_unknown_experiment_is_a_clear_error():
 
 def test_select_globs_in_registry_order():
     names = [s.name for s in registry.select(["sanity/grpo*", "moe/*"])]
-    assert names == ["sanity/grpo", "sanity/grpo_seq_mis", "sanity/grpo_seq_mis_c3", "sanity/grpo_token_tis",
-                     "moe/grpo_seq_mis", "moe/grpo_token_tis", "moe/pg_seq_tis"]
+    assert names == ["sanity/grpo", "sanity/grpo_fork_grader", "sanity/grpo_seq_mis", "sanity/grpo_seq_mis_c3",
+                     "sanity/grpo_token_tis", "moe/grpo_seq_mis", "moe/grpo_token_tis", "moe/pg_seq_tis"]

@@ -251,6 +251,25 @@ def test_octothinker_renders_the_raw_prompt_the_answer_stop_and_sampled_evaluati
     assert dc["actor"].clip_ratio_c >= 1e9
 
 
+def test_pg_seq_is_cap_lies_above_every_weight_verl_can_produce():
+    """verl 0.9.1 clamps the sequence log-ratio at ±SAFETY_BOUND before exp: the "uncapped" cap must lie above."""
+    from verl.trainer.ppo.rollout_corr_helper import SAFETY_BOUND, compute_rollout_correction_weights
+
+    _, _, _, dc = _build("sanity/pg_seq_is", "bf16")
+    cap = float(dc["rollout_correction"].rollout_is_threshold)
+    assert cap > math.exp(SAFETY_BOUND)
+    old = torch.full((1, 4), 10.0)  # Σ log ρ = 40, clamped to SAFETY_BOUND
+    weights, _ = compute_rollout_correction_weights(log_ratio=old, response_mask=torch.ones_like(old),
+                                                    rollout_is="sequence", rollout_is_threshold=cap)
+    assert float(weights.max()) == pytest.approx(math.exp(SAFETY_BOUND), rel=1e-4)
+
+
+def test_the_grader_reaches_verls_reward_function():
+    for name, grader in (("sanity/grpo", "oat"), ("sanity/grpo_fork_grader", "fork")):
+        _, _, cfg, _ = _build(name, "fp16")
+        assert cfg.reward.custom_reward_function.reward_kwargs.grader == grader
+
+
 def test_lora_evaluates_by_sampling_with_the_scripts_rank():
     spec, _, cfg, _ = _build("lora/grpo_token_tis", "fp16")
     val = cfg.actor_rollout_ref.rollout.val_kwargs

@@ -4,6 +4,7 @@ verl calls ``compute_score`` inside a training step, so an exception there abort
 generous (each of the grader's three steps has a 1 s limit): it catches a grader that runs unbounded, not a slow CPU.
 """
 
+import dataclasses
 import gc
 import logging
 import threading
@@ -85,7 +86,8 @@ def test_an_exception_inside_a_check_scores_zero_with_a_logged_reason(monkeypatc
     def broken(pred, truth):
         raise ZeroDivisionError("check blew up")
 
-    monkeypatch.setattr(grader, "sympy_equal", broken)
+    rules = grader.GRADERS["oat"]
+    monkeypatch.setitem(grader.GRADERS, "oat", dataclasses.replace(rules, checks=(broken, *rules.checks[1:])))
     monkeypatch.setattr(grader, "_logged_reasons", set())
     with caplog.at_level(logging.WARNING, logger=grader.__name__):
         result = grader.grade(boxed("x+1"), "1+x+0*y", "r1_distill_qwen")

@@ -164,3 +164,53 @@ def test_unknown_template_is_a_user_error():
 def test_batch_lengths_must_match():
     with pytest.raises(ValueError):
         grade_batch(["a", "b"], ["1"], "qwen_math")
+
+
+# Answers only math-verify accepts: oat's grader takes them, the VeRL fork's (no math-verify) does not.
+MATH_VERIFY_ONLY = [(r"\{1,2\}", r"\{2,1\}"), ("10^{3}", "1000"), (r"\sin^2 x+\cos^2 x", "1")]
+
+
+@pytest.mark.parametrize(("pred", "truth"), MATH_VERIFY_ONLY)
+def test_fork_grader_has_no_math_verify_equivalences(pred, truth):
+    assert grade(r1(pred), truth, "r1_distill_qwen", grader="oat").acc
+    assert not grade(r1(pred), truth, "r1_distill_qwen", grader="fork").acc
+
+
+def test_fork_grader_keeps_string_and_sympy_equivalences():
+    for truth, equivalent, wrong in MATH500_CASES[:12]:
+        assert grade(r1(equivalent), truth, "r1_distill_qwen", grader="fork").acc, (truth, equivalent)
+        assert not grade(r1(wrong), truth, "r1_distill_qwen", grader="fork").acc, (truth, wrong)
+
+
+def test_fork_grader_does_not_zero_truncated_responses():
+    assert grade(r1("4"), "4", "r1_distill_qwen", truncated=True, grader="fork").score == 1.0
+    assert grade(r1("5"), "4", "r1_distill_qwen", truncated=True, grader="fork").score == 0.0
+    assert grade(r1("4"), "4", "r1_distill_qwen", truncated=True, grader="oat").score == 0.0
+
+
+def test_fork_grader_needs_exactly_one_think_close():
+    two = "a</think>b</think>\\boxed{4}"
+    assert grade(two, "4", "r1_distill_qwen", grader="fork") == GradeResult(0.0, False, None, False)
+    assert grade("no close \\boxed{4}", "4", "r1_distill_qwen", grader="fork").score == 0.0
+    assert grade("x</think> \\boxed{3} then \\boxed{4}", "4", "r1_distill_qwen", grader="fork").acc
+
+
+def test_graders_time_limits_are_those_of_their_sources():
+    from precision_rl.reward.grader import GRADERS
+
+    assert (GRADERS["oat"].timeout_s, GRADERS["fork"].timeout_s) == (1.0, 10.0)
+
+
+def test_unknown_grader_is_a_user_error():
+    from precision_rl.errors import UserError
+
+    with pytest.raises(UserError, match="unknown grader 'verl'"):
+        grade(r1("4"), "4", "r1_distill_qwen", grader="verl")
+
+
+def test_verl_reward_hook_passes_the_grader():
+    from precision_rl.verl_ext.score import compute_score
+
+    fork = compute_score("d", r1("4"), "4", extra_info={"truncated": True}, grader="fork")
+    oat = compute_score("d", r1("4"), "4", extra_info={"truncated": True})
+    assert (fork["score"], oat["score"]) == (1.0, 0.0)
