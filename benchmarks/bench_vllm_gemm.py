@@ -36,7 +36,7 @@ def measure(model: str, dtype: str, gemm: str) -> dict:
     if gemm == "invariant":
         import vllm.model_executor.layers.utils as gemm_utils
 
-        from precision_rl.verl_ext.cpu_gemm import vllm_invariant_gemms
+        from precision_rl.verl_ext.cpu.gemm import vllm_invariant_gemms
 
         vllm_invariant_gemms(gemm_utils)
     from vllm import LLM, SamplingParams

@@ -21,6 +21,7 @@ from precision_rl.config.scale import PAPER, SCALE_CHOICES, SCALES, ScaleDecisio
 from precision_rl.console import render_table
 from precision_rl.data import command as data_command
 from precision_rl.errors import UserError
+from precision_rl.launch.fields import FIELDS_DOC
 from precision_rl.launch.runner import RunOptions, execute, parse_loggers, plan_run
 from precision_rl.mismatch import run as mismatch_run
 from precision_rl.paths import REPO_ROOT
@@ -46,7 +47,22 @@ def cmd_list(args) -> int:
                               "variant of", "sourced", "assumed", "conflict"]))
     print(f"\nValues the experiment sets (its `sources`, `make show EXP=...`): sourced = one published value; assumed = "
           f"nothing published, the suite's choice ({registry.ASSUMPTION_TAG}); conflict = the sources disagree, the "
-          f"other value runs as a variant or an EXTRA override ({registry.CONFLICT_TAG}, docs/sources.md#conflicts).")
+          f"other value runs as a variant or an EXTRA override ({registry.CONFLICT_TAG}, docs/sources.md#conflicts). "
+          f"Each field and the verl key it becomes: {FIELDS_DOC} (python -m precision_rl fields).")
+    return 0
+
+
+def cmd_fields(args) -> int:
+    """Print (or with ``--write``, write docs/fields.md) every experiment field and its verl keys; return 0."""
+    from precision_rl.fileio import atomic_write_text
+    from precision_rl.launch.fields import fields_markdown
+
+    text = fields_markdown()
+    if args.write:
+        atomic_write_text(REPO_ROOT / FIELDS_DOC, text)
+        print(REPO_ROOT / FIELDS_DOC)
+    else:
+        print(text, end="")
     return 0
 
 
@@ -79,8 +95,6 @@ def _selected_runs(specs: list[ExperimentSpec], precisions: list[str], panel: st
 def _decide_and_select(args) -> tuple[ScaleDecision, list[tuple[ExperimentSpec, PrecisionArm]], RunOptions]:
     """Return the scale decision (announced loudly), the selected experiment arms and the run options of ``args``."""
     decision = resolve_scale(args.scale, dry_run=args.dry_run)
-    banner = f"== SCALE={args.scale} -> {decision.scale} ({decision.reason}) =="
-    print(banner, file=sys.stderr)
     specs = registry.select(args.experiments, decision.scale)
     precisions = [p for chunk in args.precision for p in chunk.split(",") if p] if args.precision else []
     extra = tuple(shlex.split(args.extra or "")) + tuple(args.overrides)
@@ -88,7 +102,9 @@ def _decide_and_select(args) -> tuple[ScaleDecision, list[tuple[ExperimentSpec, 
         raise UserError(f"WATCHDOG must be a number of seconds >= 0 (0 turns it off), got {args.watchdog}")
     options = RunOptions(dry_run=args.dry_run, gpus=args.gpus, nnodes=args.nnodes, extra=extra,
                          loggers=parse_loggers(args.loggers), watchdog_s=args.watchdog)
-    return decision, _selected_runs(specs, precisions, args.panel), options
+    selected = _selected_runs(specs, precisions, args.panel)
+    print(f"== SCALE={args.scale} -> {decision.scale} ({decision.reason}) ==", file=sys.stderr)
+    return decision, selected, options
 
 
 def cmd_run(args) -> int:
@@ -176,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="precision_rl", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="print the experiment registry as a table").set_defaults(func=cmd_list)
+    fields = sub.add_parser("fields", help="print every experiment field with the verl keys it renders to")
+    fields.add_argument("--write", action="store_true", help=f"write the table to {FIELDS_DOC} instead")
+    fields.set_defaults(func=cmd_fields)
     show = sub.add_parser("show", help="print an experiment's resolved spec")
     show.add_argument("experiment")
     show.add_argument("--scale", default=PAPER, choices=SCALES)

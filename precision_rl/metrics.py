@@ -1,4 +1,4 @@
-"""Metric names (DESIGN.md "Metric names" contract) and the quantities the analysis reads from them.
+"""Metric names (the keys verl and the suite's extensions log) and the quantities the analysis reads from them.
 
 verl's names are kept verbatim. Our additions use the ``mismatch/`` and ``precision/`` prefixes; the verl extensions
 that log them (``precision_rl/verl_ext``) import the constants from here. A *quantity* is what

@@ -83,8 +83,10 @@ def shared_data_dir() -> Path:
     return Path(os.environ.get(SHARED_DATA_ENV, REPO_ROOT.parent / "shared" / "data" / "precision-rl")).resolve()
 
 
-# A vLLM engine in a process of its own keeps what it leaves (ipc sockets, ``network_utils.py:175``; the
-# ``vllm_dist_*`` file-store rendezvous, ``network_utils.py:154``) in one folder when both point there.
+# A vLLM engine in a process of its own keeps what it leaves (ipc sockets,
+# ``vllm.utils.network_utils.get_open_zmq_ipc_path``; the
+# ``vllm_dist_*`` file-store rendezvous, ``vllm.utils.network_utils.get_file_store_init_method``) in one folder when
+# both point there.
 VLLM_TEMP_ENV = ("VLLM_RPC_BASE_PATH", "TMPDIR")
 
 
@@ -93,7 +95,8 @@ def vllm_socket_dir() -> Iterator[Path]:
     """Give an in-process vLLM engine a socket folder of its own for the block, then remove it; yield the folder.
 
     vLLM creates its ``ipc://`` sockets in ``VLLM_RPC_BASE_PATH`` (default: the system temp folder) and does not
-    remove them (``vllm/utils/network_utils.py:175``). Runs get the same through their temp folder (``runner.run_env``).
+    remove them (``vllm.utils.network_utils.get_open_zmq_ipc_path``). Runs get the same through their temp folder
+    (``runner.run_env``).
     """
     path = Path(tempfile.mkdtemp(prefix="prl-vllm-ipc-"))
     before = os.environ.get("VLLM_RPC_BASE_PATH")

@@ -1,9 +1,12 @@
 """The README's contract through make: help is the default, and the paper command prints exactly one line."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from precision_rl.paths import REPO_ROOT
 
@@ -16,11 +19,53 @@ def make(*args: str) -> subprocess.CompletedProcess:
                           env=env, timeout=120)
 
 
-def test_make_prints_help_by_default():
+def _own_lines(stderr: str) -> list[str]:
+    """Return the lines of ``stderr`` but make's own closing report that a recipe failed ("make: *** [...] Error")."""
+    return [line for line in stderr.strip().splitlines() if not re.match(r"make(\[\d+\])?: \*\*\* \[", line)]
+
+
+def test_make_prints_help_by_default_on_one_screen():
     out = make().stdout
-    for target in ("setup", "test", "lint", "list", "sanity-fp16", "sanity-bf16", "sanity", "octothinker", "lora",
-                   "moe", "dense14b", "ablation", "fork-ablation", "eval-precision", "fp16-comparison"):
+    for target in ("setup", "test", "lint", "list", "run", "grid", "sanity-fp16", "check", "figures"):
         assert f"{target} " in out, target
+    assert len(out.splitlines()) <= 40
+    every = make("help-all").stdout
+    for target in ("sanity-bf16", "sanity", "octothinker", "lora", "moe", "dense14b", "ablation", "fork-ablation",
+                   "eval-precision", "fp16-comparison", "bench-tiny", "mismatch-width"):
+        assert f"{target} " in every, target
+
+
+def test_make_run_takes_the_registry_name():
+    result = make("run", "EXP=sanity/gspo", "PRECISION=bf16", "SEED=7", "SCALE=paper", "DRY_RUN=1")
+    assert result.returncode == 0, result.stderr
+    line, = result.stdout.strip().splitlines()
+    assert "trainer.experiment_name=sanity.gspo-bf16-s7" in line and "policy_loss.loss_mode=gspo" in line
+
+
+def test_a_shortcut_says_what_it_runs_and_refuses_another_experiment():
+    result = make("sanity-bf16", "SCALE=paper", "DRY_RUN=1")
+    assert result.returncode == 0 and "make sanity-bf16 = make run EXP='sanity/grpo' PRECISION=bf16" in result.stderr
+    refused = make("sanity-fp16", "EXP=sanity/gspo", "SCALE=paper", "DRY_RUN=1")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert _own_lines(refused.stderr) == ["make sanity-fp16 runs sanity/grpo; for other experiments use make run "
+                                          "EXP=... or make grid EXP=..."]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("run",), "make run needs EXP=<experiment> (make list prints them), e.g. make run EXP=sanity/grpo"),
+    (("figures", "SCALE=huge"), "SCALE must be auto, paper or tiny, got 'huge'"),
+    (("run", "EXP=sanity/grpo", "SEED=x"), "SEED must be a non-negative integer, got 'x'"),
+    (("run", "EXP=sanity/grpo", "DRY_RUN=maybe"), "DRY_RUN must be one of 1 true yes 0 false no or empty, got 'maybe'"),
+    (("tiny-model", "REBUILD=maybe"), "REBUILD must be one of 1 true yes 0 false no or empty, got 'maybe'"),
+    (("sanity-fp16", "ALGO=gspo"), "ALGO is gone: experiments are chosen by EXP=<name or glob>"),
+    (("grid", "GRID=sanity/*"), "GRID is gone: experiments are chosen by EXP=<name or glob>"),
+    (("run", "EXP=sanity/gpro", "SCALE=paper", "DRY_RUN=1"), "unknown experiment 'sanity/gpro' (did you mean"),
+])
+def test_a_wrong_variable_is_one_line_and_a_failure(args, message):
+    result = make(*args)
+    assert result.returncode != 0 and result.stdout == ""
+    lines = _own_lines(result.stderr)
+    assert len(lines) == 1 and message in lines[0], result.stderr
 
 
 def test_make_sanity_fp16_paper_dry_run_prints_the_verl_command():

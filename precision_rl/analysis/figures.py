@@ -5,7 +5,7 @@ Which experiments and precision arms feed a panel comes from each spec's ``paper
 family and algorithm through the label mappings below, the only place such titles live. Every figure is drawn
 per scale, from finished runs only. Each panel states every arm it feeds: how many seeds it drew
 ("FP16, BF16: 3 seeds"), or why it drew nothing, derived from the run table ("BF16: not run yet — make grid
-GRID='sanity/gspo' SCALE=tiny", "BF16: run unfinished (died)", "BF16: no data (… not logged)", at paper scale
+EXP='sanity/gspo' SCALE=tiny", "BF16: run unfinished (died)", "BF16: no data (… not logged)", at paper scale
 "not run (paper scale needs GPUs)"): across the panel when nothing is drawn, in its corner otherwise.
 """
 
@@ -192,9 +192,9 @@ def _arm_name(spec: ExperimentSpec, arm: PrecisionArm) -> str:
 
 
 def grid_command(experiments: list[str], scale: str) -> str:
-    """Return the ``make grid`` command that runs ``experiments`` at ``scale``: ``make grid GRID='sanity/gspo'
+    """Return the ``make grid`` command that runs ``experiments`` at ``scale``: ``make grid EXP='sanity/gspo'
     SCALE=tiny`` (the grid skips the runs that finished)."""
-    return f"make grid GRID='{' '.join(sorted(set(experiments)))}' SCALE={scale}"
+    return f"make grid EXP='{' '.join(sorted(set(experiments)))}' SCALE={scale}"
 
 
 def why_missing(arm: ArmRuns, scale: str, what: str, nonpositive: bool = False) -> str:
@@ -212,7 +212,7 @@ def why_missing(arm: ArmRuns, scale: str, what: str, nonpositive: bool = False) 
 def panel_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str,
                 nonpositive: frozenset[str] = frozenset()) -> list[str]:
     """Return a note on ``arms``, one line per group of arms in the same state, drawn arms first: "FP16, BF16:
-    3 seeds", "BF16: not run yet —" followed by the line "make grid GRID='sanity/gspo' SCALE=tiny"; ``seeds``
+    3 seeds", "BF16: not run yet —" followed by the line "make grid EXP='sanity/gspo' SCALE=tiny"; ``seeds``
     holds the seeds each arm drew (0: none); ``nonpositive`` names the arms whose values were all ≤ 0 on a log
     scale. More than MAX_LISTED_ARMS arms in one state are counted, not named."""
     groups: dict[str, list[ArmRuns]] = {}

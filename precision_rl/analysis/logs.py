@@ -1,7 +1,7 @@
 """Run logs → one tidy long table (``run, scale, experiment, algorithm, precision_train, precision_infer, seed,
 step, metric, value``) plus one row per run.
 
-Sources: run directories (DESIGN.md "Run directory" contract: ``manifest.json`` + verl file-logger jsonl per
+Sources: run directories (``precision_rl.launch.runs``: ``manifest.json`` + verl file-logger jsonl per
 attempt) and wandb CSV exports of runs made elsewhere. Rules:
 
 - ``null`` (NaN/inf in verl's file logger) is kept as NaN: a logged non-finite value (e.g. the grad norm of an

@@ -1,7 +1,8 @@
 """How the training-inference mismatch grows with response length and with model width (issue 14's effect study),
 from offline mismatch results.
 
-Length: a forced-length result (the mismatch tool with ``--ignore-eos``) holds sequences that all run to ``max_tokens``, each
+Length: a forced-length result (the mismatch tool with ``--ignore-eos``) holds sequences that all run to
+``max_tokens``, each
 token with its exact full-vocabulary KL(μ‖π). The KL of a sequence's first L tokens is the sum of its per-position
 KLs, so one result gives the sequence-level mismatch at every length L ≤ max_tokens, the quantity whose growth the
 paper's Fig. 5 fits with a line (there from sequences of natural length, k1 estimate Σ_t log μ − log π).

@@ -3,7 +3,8 @@
 A pair is one experiment and seed whose FP16 and BF16 runs both finished. For each pair: both final rewards, the
 arm that ends higher, how many times BF16's rollout/training mismatch is FP16's over the first TREND_WINDOW logged
 steps, and each arm's mismatch trend (its median over the last TREND_WINDOW steps over that of the first: above 1,
-the mismatch grew, the paper's feedback loop before a BF16 collapse). The README's results block is the tiny-scale section of the Markdown, rewritten by
+the mismatch grew, the paper's feedback loop before a BF16 collapse). results/README.md's pairs block is the
+tiny-scale section of the Markdown, rewritten by
 ``make published-results`` so that its numbers are always the committed logs'.
 """
 

@@ -1,7 +1,8 @@
 """How far the grid is (``make tables`` → ``results/grid_progress.{csv,md}``): every run the registry plans at a
 scale (experiment x precision arm x seed, the runs ``make grid`` makes) against the finished runs of a run table.
 
-The README's grid block is the tiny-scale section, rewritten by ``make published-results`` from the committed logs,
+results/README.md's grid block is the tiny-scale section, rewritten by ``make published-results`` from the committed
+logs,
 so that the count of done runs is never typed by hand.
 """
 

@@ -1,4 +1,4 @@
-"""Blocks of the README that the suite writes from the committed logs: each between an opening and a closing
+"""Blocks of results/README.md that the suite writes from the committed logs: each between an opening and a closing
 comment, replaced in place (never added, moved or duplicated), so that the numbers in them are always the logs'."""
 
 from __future__ import annotations

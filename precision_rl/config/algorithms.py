@@ -101,8 +101,9 @@ def inflight_gen_batches(settings: AlgorithmSettings) -> int:
 
     verl's DAPO recipe samples ``gen_batch_size`` prompts at a time and keeps the groups that pass the filter until
     ``train_batch_size`` are collected. The V1 trainer forces ``data.gen_batch_size`` to 1 and refills filtered groups
-    one prompt at a time (``trainer/ppo/v1/trainer_base.py:727-739``), with at most
-    ``max_inflight_gen_batches × train_batch_size`` prompts in flight (``v1/replay_buffer.py:447``): that bound is
+    one prompt at a time (``verl.trainer.ppo.v1.trainer_base.PPOTrainer._init_dataloader``), with at most
+    ``max_inflight_gen_batches × train_batch_size`` prompts in flight
+    (``verl.trainer.ppo.v1.replay_buffer.ReplayBuffer.sample``): that bound is
     where the recipe's generation batch goes.
     """
     return -(-int(settings.gen_batch_size) // int(settings.train_batch_size))

@@ -72,55 +72,70 @@ _CONFIG = ConfigDict(extra="forbid")
 class Hyper:
     """Every value in which an experiment differs from verl 0.9.1's defaults (None: verl's default stands).
 
-    Batch sizes count prompts, as verl's do (``ppo_mini_batch_size`` is multiplied by ``rollout_n``).
+    Each field says what it is; the verl key(s) it renders to are derived from the launcher's rendering and listed in
+    docs/fields.md (``python -m precision_rl fields``). Batch sizes count prompts, as verl's do
+    (``ppo_mini_batch_size`` is multiplied by ``rollout_n``).
     """
 
-    train_batch_size: Int | None = None
-    gen_batch_size: Int | None = None
-    ppo_mini_batch_size: Int | None = None
-    ppo_micro_batch_size_per_gpu: Int | None = None
-    use_dynamic_bsz: Bool | None = None
-    ppo_max_token_len_per_gpu: Int | None = None
-    ppo_epochs: Int | None = None
-    rollout_n: Int | None = None
-    max_prompt_length: Int | None = None
-    max_response_length: Int | None = None
-    filter_overlong_prompts: Bool | None = None
-    lr: Number | None = None
-    lr_warmup_steps: Int | None = None
-    lr_scheduler_type: Literal[LR_SCHEDULES] | None = None
-    min_lr_ratio: Number | None = None  # cosine's floor, as a fraction of lr
-    weight_decay: Number | None = None
-    betas: tuple[Number, Number] | None = None
-    eps: Number | None = None
-    clip_ratio_low: Number | None = None
-    clip_ratio_high: Number | None = None
-    clip_ratio_c: Number | None = None
-    loss_agg_mode: Literal[LOSS_AGG_MODES] | None = None
-    loss_scale_factor: Number | None = None
-    norm_adv_by_std: Bool | None = None
-    entropy_coeff: Number | None = None
-    temperature: Number | None = None
-    top_p: Number | None = None
-    val_temperature: Number | None = None
-    val_top_p: Number | None = None
-    val_n: Int | None = None
-    total_training_steps: Int | None = None
-    total_epochs: Int | None = None
-    test_freq: Int | None = None
-    save_freq: Int | None = None
-    max_checkpoints: Int | None = None  # checkpoints kept on disk (trainer.max_actor_ckpt_to_keep)
-    val_before_train: Bool | None = None
-    val_only: Bool | None = None  # evaluate the model once (step 0) and stop: the evaluation-only experiments
-    is_threshold: Number | None = None
-    filter_groups_metric: Str | None = None
-    overlong_buffer_len: Int | None = None
-    overlong_penalty_factor: Number | None = None
-    rollout_tensor_parallel: Int | None = None
-    gpu_memory_utilization: Number | None = None
-    megatron_tensor_parallel: Int | None = None
-    megatron_pipeline_parallel: Int | None = None
-    megatron_expert_parallel: Int | None = None
+    train_batch_size: Int | None = Field(None, description="prompts per training step")
+    gen_batch_size: Int | None = Field(None, description="DAPO: prompts generated at once before filtering groups")
+    ppo_mini_batch_size: Int | None = Field(
+        None, description="prompts per optimizer update (a step makes train_batch_size / this updates)")
+    ppo_micro_batch_size_per_gpu: Int | None = Field(
+        None, description="samples per forward/backward pass on one GPU (memory only)")
+    use_dynamic_bsz: Bool | None = Field(
+        None, description="pack micro-batches by token count instead of sample count (memory and speed only)")
+    ppo_max_token_len_per_gpu: Int | None = Field(
+        None, description="token budget of a packed micro-batch (with use_dynamic_bsz)")
+    ppo_epochs: Int | None = Field(None, description="passes over each rollout batch")
+    rollout_n: Int | None = Field(None, description="samples per prompt (the GRPO group)")
+    max_prompt_length: Int | None = Field(None, description="prompt tokens at most")
+    max_response_length: Int | None = Field(None, description="generated tokens at most per sample")
+    filter_overlong_prompts: Bool | None = Field(
+        None, description="drop prompts longer than max_prompt_length instead of truncating them")
+    lr: Number | None = Field(None, description="actor learning rate")
+    lr_warmup_steps: Int | None = Field(None, description="steps of linear learning-rate warm-up")
+    lr_scheduler_type: Literal[LR_SCHEDULES] | None = Field(
+        None, description="learning-rate schedule after warm-up: constant or cosine")
+    min_lr_ratio: Number | None = Field(None, description="cosine's floor as a fraction of lr")
+    weight_decay: Number | None = Field(None, description="AdamW weight decay")
+    betas: tuple[Number, Number] | None = Field(None, description="Adam betas (beta1, beta2)")
+    eps: Number | None = Field(None, description="Adam epsilon")
+    clip_ratio_low: Number | None = Field(None, description="PPO clip below 1 (ratio >= 1 - this)")
+    clip_ratio_high: Number | None = Field(
+        None, description="PPO clip above 1 (ratio <= 1 + this; clip-higher when larger than the low one)")
+    clip_ratio_c: Number | None = Field(
+        None, description="dual-clip constant capping the loss of negative-advantage tokens")
+    loss_agg_mode: Literal[LOSS_AGG_MODES] | None = Field(
+        None, description="how token losses aggregate into the batch loss")
+    loss_scale_factor: Number | None = Field(
+        None, description="the constant that seq-mean-token-sum-norm divides each sequence's token sum by (Dr.GRPO)")
+    norm_adv_by_std: Bool | None = Field(None, description="divide GRPO advantages by the group's standard deviation")
+    entropy_coeff: Number | None = Field(None, description="weight of the entropy bonus in the actor loss")
+    temperature: Number | None = Field(None, description="sampling temperature of training rollouts")
+    top_p: Number | None = Field(None, description="nucleus sampling of training rollouts")
+    val_temperature: Number | None = Field(None, description="sampling temperature of validation (0: greedy)")
+    val_top_p: Number | None = Field(None, description="nucleus sampling of validation")
+    val_n: Int | None = Field(None, description="samples per validation problem (the n of mean@n)")
+    total_training_steps: Int | None = Field(None, description="training steps of a run")
+    total_epochs: Int | None = Field(None, description="passes over the training set at most")
+    test_freq: Int | None = Field(None, description="validate every this many steps")
+    save_freq: Int | None = Field(
+        None, description="checkpoint every this many steps (RESUME=1 continues from the newest)")
+    max_checkpoints: Int | None = Field(None, description="checkpoints kept on disk")
+    val_before_train: Bool | None = Field(None, description="validate once before the first step (the step-0 point)")
+    val_only: Bool | None = Field(None, description="validate once (step 0) and stop: the evaluation-only experiments")
+    is_threshold: Number | None = Field(None, description="the importance-ratio cap C of the IS/MIS algorithms")
+    filter_groups_metric: Str | None = Field(None, description="DAPO: the metric whose all-equal groups are dropped")
+    overlong_buffer_len: Int | None = Field(
+        None, description="DAPO: tokens before max_response_length where the over-long penalty starts")
+    overlong_penalty_factor: Number | None = Field(
+        None, description="DAPO: the over-long penalty at max_response_length")
+    rollout_tensor_parallel: Int | None = Field(None, description="vLLM tensor-parallel size")
+    gpu_memory_utilization: Number | None = Field(None, description="share of GPU memory vLLM may take")
+    megatron_tensor_parallel: Int | None = Field(None, description="Megatron tensor-parallel size")
+    megatron_pipeline_parallel: Int | None = Field(None, description="Megatron pipeline-parallel size")
+    megatron_expert_parallel: Int | None = Field(None, description="Megatron expert-parallel size")
 
 
 HYPER_FIELDS = tuple(f.name for f in dataclasses.fields(Hyper))

@@ -1,6 +1,7 @@
 """The guardian of one run attempt: cleans up after a launcher that died without cleaning up (SIGKILL, OOM kill).
 
-``supervise`` starts ``python -m precision_rl.launch.guardian`` in a session of its own with a pipe to its stdin, sends it
+``supervise`` starts ``python -m precision_rl.launch.guardian`` in a session of its own with a pipe to its stdin,
+sends it
 one JSON line (what to watch and what to remove), and writes ``done`` when the launcher has cleaned up itself. While
 the pipe is open the guardian follows verl's process tree; when the pipe closes without ``done`` the launcher is
 gone, so the guardian kills the tree, removes the attempt's Ray folder and the shared-memory segments it created,

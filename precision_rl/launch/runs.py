@@ -1,4 +1,4 @@
-"""Run directories, manifests and per-attempt metric files (DESIGN.md "Run directory" contract).
+"""Run directories, manifests and per-attempt metric files: what every run leaves behind, and how it is read back.
 
 ``runs/<scale>/<experiment>/<precision>/s<seed>-<UTC time>/`` holds ``manifest.json``, ``metrics.jsonl`` (first
 attempt; a resumed attempt k writes ``metrics.attempt<k>.jsonl`` because verl's file logger truncates its file),
@@ -24,7 +24,7 @@ from precision_rl import __version__
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json, sha256_file
 from precision_rl.paths import REPO_ROOT
-from precision_rl.verl_ext.cpu_features import cpu_model, matrix_flags
+from precision_rl.verl_ext.cpu.features import cpu_model, matrix_flags
 
 MANIFEST = "manifest.json"
 TRAIN_LOG = "train.log"

@@ -83,6 +83,11 @@ def _manifest(cfg: MismatchConfig, model: str, arm: PrecisionArm, argv: list[str
             "time_utc": runs.utc_stamp()}
 
 
+def looks_like_path(model: str) -> bool:
+    """Return whether ``model`` names a local folder rather than a hub repo id (``owner/name``)."""
+    return model.startswith(("/", ".", "~")) or model.count("/") > 1 or Path(model).exists()
+
+
 def run_mismatch(cfg: MismatchConfig, argv: list[str] | None = None) -> dict[str, Path]:
     """Run the whole measurement for ``cfg``; return {pair name: result directory} of every pair written."""
     from transformers import AutoConfig, AutoTokenizer
@@ -96,6 +101,9 @@ def run_mismatch(cfg: MismatchConfig, argv: list[str] | None = None) -> dict[str
             planned.append(PrecisionArm(REFERENCE, infer))
     planned = list(dict.fromkeys(planned))
     outputs.check_free([root / pair_dirname(a) for a in planned], cfg.overwrite)
+    if looks_like_path(model) and not Path(model).is_dir():
+        raise UserError(f"MODEL {model!r} is no model folder (a local path must be a folder with config.json; "
+                        "a hub model is named owner/name)")
     try:
         tokenizer = AutoTokenizer.from_pretrained(model)
         model_config = AutoConfig.from_pretrained(model)

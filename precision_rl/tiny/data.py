@@ -21,7 +21,7 @@ from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_text, sha256_file
 from precision_rl.paths import data_root, vllm_cache_root
 from precision_rl.tiny.shipped import CHECKSUMS_FILE, WEIGHTS_FILE, weights_sha256
-from precision_rl.verl_ext.cpu_overrides import VLLM_CPU_KVCACHE_GIB
+from precision_rl.verl_ext.cpu.overrides import VLLM_CPU_KVCACHE_GIB
 
 TRAIN_RECIPE = "tiny_sanity"
 VAL_RECIPE = "tiny_sanity_val"

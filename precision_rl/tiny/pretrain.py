@@ -152,7 +152,7 @@ def build_environment() -> dict:
 
     import torch
 
-    from precision_rl.verl_ext.cpu_features import cpu_model, matrix_flags
+    from precision_rl.verl_ext.cpu.features import cpu_model, matrix_flags
 
     return {"built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "versions": {name: importlib.metadata.version(name) for name in ("torch", "transformers", "tokenizers")},

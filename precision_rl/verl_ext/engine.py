@@ -1,16 +1,16 @@
 """verl's FSDP training engine, extended to report the fp16 loss scale and the optimizer steps it skipped.
 
 verl 0.9.1's FSDP engine builds a ``ShardedGradScaler`` when ``param_dtype`` is fp16
-(``workers/engine/fsdp/transformer_impl.py:405-411``), and both it and the bf16/fp32 path skip an optimizer step
-whose gradient norm is not finite (``:817-826``), but neither the scale nor the skips reach the logs. The engine
+(``verl.workers.engine.fsdp.transformer_impl.FSDPEngine._build_fsdp_module``), and both it and the bf16/fp32 path skip
+an optimizer step whose gradient norm is not finite (``FSDPEngine.optimizer_step``), but neither the scale nor the skips reach the logs. The engine
 below adds, on the last mini-batch of every training step, ``precision/loss_scale`` (the scale after the step; 1
 without a scaler) and ``precision/skipped_steps`` (optimizer steps skipped in this training step); the trainer
 (``precision_rl.verl_ext.trainer``) turns the latter into the run's cumulative count.
 
 It is registered for NVIDIA GPUs (paper scale) under verl's vendor key, which verl's engine registry prefers over
-its default CUDA engine (``workers/engine/base.py:405-413``), and as the engine of the CPU platform (tiny scale),
-where it also builds the scaler for the CPU and, on CPUs without matrix instructions for the run's 16-bit format,
-computes that format's GEMMs as the GPU does at fp32 speed (``cpu_gemm``).
+its default CUDA engine (``verl.workers.engine.base.EngineRegistry.get_engine_cls``), and as the engine of the CPU
+platform (tiny scale), where it also builds the scaler for the CPU and, on CPUs without matrix instructions for the run's 16-bit format,
+computes that format's GEMMs as the GPU does at fp32 speed (``cpu.gemm``).
 """
 
 from __future__ import annotations
@@ -23,9 +23,10 @@ import torch
 
 from precision_rl.metrics import LOSS_SCALE, SKIPPED_STEPS
 
-# verl 0.9.1 builds its fp16 scaler with this growth interval (workers/engine/fsdp/transformer_impl.py:409).
+# verl 0.9.1 builds its fp16 scaler with this growth interval
+# (verl.workers.engine.fsdp.transformer_impl.FSDPEngine._build_fsdp_module).
 SCALER_GROWTH_INTERVAL = 400
-_LAST_MINI_BATCH_KEY = "update_lr_scheduler"  # set by verl on the step's last mini-batch (engine_workers.py:301)
+_LAST_MINI_BATCH_KEY = "update_lr_scheduler"  # set by verl on the step's last mini-batch (verl.workers.engine_workers.TrainingWorker.train_mini_batch)
 
 
 def engine_threads() -> int:
@@ -52,7 +53,7 @@ def pin_torch_threads() -> int:
 def precision_step_metrics(scaler, skipped: int) -> dict[str, list[float]]:
     """Return the loss-scale metrics of one training step: the scaler's current scale (1.0 without one) and the
     number of optimizer steps skipped during the step, each as a one-element list (verl's engines report
-    per-micro-batch lists, which its worker gathers over data-parallel ranks and flattens, engine_workers.py:330)."""
+    per-micro-batch lists, which its worker gathers over data-parallel ranks and flattens, verl.workers.engine_workers.TrainingWorker.train_mini_batch)."""
     return {LOSS_SCALE: [float(scaler.get_scale()) if scaler is not None else 1.0], SKIPPED_STEPS: [float(skipped)]}
 
 
@@ -93,8 +94,8 @@ def engine_classes() -> dict[str, type]:
             pin_torch_threads()
             from verl.utils.torch_dtypes import PrecisionType
 
-            from precision_rl.verl_ext.cpu_features import gemm_mode
-            from precision_rl.verl_ext.cpu_gemm import FORMAT_OF_DTYPE, use_half_linears
+            from precision_rl.verl_ext.cpu.features import gemm_mode
+            from precision_rl.verl_ext.cpu.gemm import FORMAT_OF_DTYPE, use_half_linears
 
             mixed = self.engine_config.mixed_precision or {}
             param_dtype = PrecisionType.to_dtype(mixed.get("param_dtype", "bf16"))
@@ -103,7 +104,8 @@ def engine_classes() -> dict[str, type]:
                 use_half_linears(module, param_dtype)
             module = super()._build_fsdp_module(module)
             if self.scaler is not None:
-                # verl builds the scaler for torch's default device "cuda" (transformer_impl.py:409), where a CPU
+                # verl builds the scaler for torch's default device "cuda"
+                # (verl.workers.engine.fsdp.transformer_impl.FSDPEngine._build_fsdp_module), where a CPU
                 # build of torch disables it: fp16 would then train without loss scaling.
                 from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 

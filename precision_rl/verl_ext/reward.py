@@ -1,7 +1,8 @@
 """verl reward managers that tell the reward function whether a response hit the length cap.
 
 verl 0.9.1's reward managers pass the decoded response but not why generation stopped, and its vLLM server folds
-vLLM's "length" finish reason into "completed" (``workers/rollout/vllm_rollout/vllm_async_server.py:719-726``).
+vLLM's "length" finish reason into "completed"
+(``verl.workers.rollout.vllm_rollout.vllm_async_server.vLLMHttpServer.generate``).
 The authors' runs score a truncated response 0, so these managers (verl's ``naive`` and ``dapo`` managers plus
 this one fact) set ``extra_info["truncated"]`` before verl calls the reward function: a response is truncated when
 it is ``data.max_response_length`` tokens long, its last token is not an end-of-sequence token and it does not

@@ -14,6 +14,6 @@ PLATFORM_NAME = "cpu"
 HALF_FORMATS = ("fp16", "bf16")
 # How the CPU engines compute a 16-bit format's GEMMs: "native" (the library's 16-bit kernels) or "emulated" (fp32
 # GEMMs on 16-bit-rounded operands, rounded to 16 bits). Unset: chosen from the CPU's flags
-# (precision_rl.verl_ext.cpu_features); set, it forces the choice for that format in both engines.
+# (precision_rl.verl_ext.cpu.features); set, it forces the choice for that format in both engines.
 GEMM_ENV = {"fp16": "PRECISION_RL_FP16_GEMM", "bf16": "PRECISION_RL_BF16_GEMM"}
 GEMM_CHOICES = ("native", "emulated")

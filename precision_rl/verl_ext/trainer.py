@@ -2,8 +2,9 @@
 
 - ``mismatch/probs_diff_{max,min}``: signed max and min of π − μ per step (verl logs |π − μ| only).
 - Bypass mode (the PG algorithms): verl copies μ into π_old and skips both its mismatch metrics
-  (``trainer/ppo/v1/trainer_base.py:1642-1648`` returns before ``calculate_debug_metrics`` at :1691, and
-  ``_compute_advantage`` skips the rollout-correction metrics at :1763-1772). Here the actor scores the batch
+  (``verl.trainer.ppo.v1.trainer_base.PPOTrainer._compute_old_log_prob`` returns before it calls
+  ``calculate_debug_metrics``, and ``PPOTrainer._compute_advantage`` skips the rollout-correction metrics). Here
+  the actor scores the batch
   once more, for metrics only, so ``training/rollout_probs_diff_*``, ``actor/entropy`` and ``rollout_corr/*``
   exist for every algorithm. The loss still uses μ as verl's bypass mode does.
 - ``precision/loss_scale`` and ``precision/skipped_steps`` (cumulative over the run, kept in verl's checkpoint
@@ -11,9 +12,10 @@
 - Rollout batches in dataset-row order (``row_order``) rather than in the order their samples finished, so that a
   rerun splits them into the same mini-batches.
 
-verl's trainer registry refuses a second class under "sync" (``trainer_base.py:1999-2014``) and the trainer's
-code branches on the name "sync" (:153, :731, :902), so ``install_trainer`` puts this subclass of verl's own sync
-trainer in the registry entry that ``main_ppo.py:141`` looks up.
+verl's trainer registry refuses a second class under "sync" (``verl.trainer.ppo.v1.trainer_base.register_trainer``)
+and the trainer's code branches on the name "sync" (``PPOTrainer._build_replay_buffer``, ``_init_dataloader``,
+``_load_checkpoint``), so ``install_trainer`` puts this subclass of verl's own sync trainer in the registry entry
+that ``verl.trainer.main_ppo.TaskRunnerV1.run`` looks up.
 """
 
 from __future__ import annotations

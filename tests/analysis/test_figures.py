@@ -69,7 +69,7 @@ def test_panels_come_from_the_registry(specs):
 @pytest.mark.parametrize("scale", ["tiny", "paper"])
 def test_without_runs_every_panel_says_why_and_every_figure_its_scale(tmp_path, scale):
     data = F.FigureData(logs.build_table([]), tmp_path / "mismatch")
-    why = "not run yet — make grid GRID='" if scale == "tiny" else F.NEEDS_GPUS
+    why = "not run yet — make grid EXP='" if scale == "tiny" else F.NEEDS_GPUS
     for name, build in F.FIGURES.items():
         fig = build(data, scale)
         assert P.scale_label(scale) in fig._suptitle.get_text(), name
@@ -133,7 +133,7 @@ def test_each_missing_arm_says_why(tmp_path):
                          ("tiny", "sanity.grpo_seq_mis-fp16-s42")}  # runs.json names the drawn runs only
 
     gspo = P.panel_texts(panels["(d) Sanity GSPO"])
-    assert gspo == ["FP16: run unfinished (failed) BF16: not run yet — make grid GRID='sanity/gspo' SCALE=tiny"]
+    assert gspo == ["FP16: run unfinished (failed) BF16: not run yet — make grid EXP='sanity/gspo' SCALE=tiny"]
     assert P.panel_note(panels["(d) Sanity GSPO"]) is not None  # nothing drawn: the note spans the panel
 
     seq_mis = P.panel_texts(panels["(c) Sanity GRPO-Seq-MIS"])
@@ -145,7 +145,7 @@ def test_each_missing_arm_says_why(tmp_path):
     fig3 = F.build_fig3(data, "tiny")  # row figures: what drew nowhere is said under the shared legend
     header = P.panel_texts(fig3)
     assert header == ["BF16 GRPO: run unfinished (died) BF16 GRPO-Token-TIS, BF16 GSPO, FP16 PG-Seq-IS: not run yet"
-                      " — make grid GRID='sanity/grpo_token_tis sanity/gspo sanity/pg_seq_is' SCALE=tiny"]
+                      " — make grid EXP='sanity/grpo_token_tis sanity/gspo sanity/pg_seq_is' SCALE=tiny"]
     assert _legend(fig3) == ["BF16 GRPO-Seq-MIS: 1 seed"]
 
 
@@ -176,10 +176,10 @@ def test_the_not_run_yet_command_is_one_make_grid_accepts(tmp_path):
         fig = build(data, scale)
         for ax in fig.axes:
             for text in P.panel_texts(ax):
-                match = re.search(r"make grid GRID='([^']*)' SCALE=(\w+)", text)
+                match = re.search(r"make grid EXP='([^']*)' SCALE=(\w+)", text)
                 if not match:
                     continue
-                # the Makefile passes each word of GRID to the grid command, quoted: $(foreach g,$(GRID),'$(g)')
+                # the Makefile passes each word of EXP to the grid command, quoted: $(foreach e,$(EXP),'$(e)')
                 args = build_parser().parse_args(["grid", *match[1].split(), "--scale", match[2], "--dry-run"])
                 args.overrides = []
                 _, selected, _ = _decide_and_select(args)
@@ -237,9 +237,9 @@ def test_fork_ablation_draws_both_settings_in_both_precisions(tmp_path, specs):
 
 
 def test_grid_command():
-    assert F.grid_command(["sanity/gspo", "sanity/gspo"], "tiny") == "make grid GRID='sanity/gspo' SCALE=tiny"
+    assert F.grid_command(["sanity/gspo", "sanity/gspo"], "tiny") == "make grid EXP='sanity/gspo' SCALE=tiny"
     assert F.grid_command(["sanity/pg_seq_is", "sanity/gspo"], "paper") == \
-        "make grid GRID='sanity/gspo sanity/pg_seq_is' SCALE=paper"
+        "make grid EXP='sanity/gspo sanity/pg_seq_is' SCALE=paper"
 
 
 def test_an_arm_whose_kl_is_rounding_noise_around_zero_says_so_not_that_it_was_not_logged(tmp_path):

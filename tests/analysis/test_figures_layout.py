@@ -78,9 +78,9 @@ def test_a_corner_note_goes_where_the_curves_are_not():
 
 def test_wrapping_keeps_commands_and_names_whole():
     text = P.wrap_lines(["BF16 GRPO-Token-TIS, BF16 GSPO: not run yet —",
-                         "make grid GRID='sanity/grpo_token_tis sanity/gspo' SCALE=tiny"], 20)
+                         "make grid EXP='sanity/grpo_token_tis sanity/gspo' SCALE=tiny"], 20)
     words = text.split()
-    assert "GRPO-Token-TIS," in words and "GRID='sanity/grpo_token_tis" in words and "SCALE=tiny" in words
+    assert "GRPO-Token-TIS," in words and "EXP='sanity/grpo_token_tis" in words and "SCALE=tiny" in words
     assert text.split("\n")[0] == "BF16 GRPO-Token-TIS,"  # a new paragraph starts a new line
 
 

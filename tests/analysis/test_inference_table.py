@@ -99,7 +99,7 @@ def test_each_arm_pools_its_runs_per_set_in_percent(rows):
 def test_a_run_that_did_not_finish_is_not_counted_and_the_row_says_what_to_run(rows):
     amc = row(rows, "paper", THIRTY_TWO_K, "amc")
     assert amc["fp16_n"] == 0 and amc["note"].startswith(PENDING)
-    assert "make grid GRID='eval/inference_precision_32k' SCALE=paper" in amc["note"]
+    assert "make grid EXP='eval/inference_precision_32k' SCALE=paper" in amc["note"]
 
 
 def test_a_scale_with_its_own_sets_has_no_paper_value(rows):

@@ -170,9 +170,9 @@ def test_an_arm_without_a_finished_run_is_pending_with_the_grid_that_runs_it(com
     fig1d = row(comparison, "fig1d")  # its fp16 run died
     assert fig1d["verdict"] == pc.PENDING and fig1d["fp16_n"] == 0 and fig1d["bf16_n"] == 1
     assert "no finished run of sanity/gspo (FP16)" in fig1d["note"]
-    assert "make grid GRID='sanity/gspo'" in fig1d["note"]
+    assert "make grid EXP='sanity/gspo'" in fig1d["note"]
     fig1l = row(comparison, "fig1l")
-    assert fig1l["note"].startswith("no finished run of dense14b/dapo (FP16, BF16): make grid GRID='dense14b/dapo'")
+    assert fig1l["note"].startswith("no finished run of dense14b/dapo (FP16, BF16): make grid EXP='dense14b/dapo'")
     assert fig1l["not_run"] == "dense14b/dapo"
 
 
@@ -212,7 +212,7 @@ def test_a_pooled_arm_missing_one_experiment_is_pending(table):
     partial = pc.compare_summary(summary[summary["experiment"] != "sanity/gspo"], scales=("tiny",))
     fig3 = row(partial, "fig3", statistic="median_mean_abs_diff")
     assert fig3["bf16_n"] == 4 and fig3["verdict"] == pc.PENDING
-    assert fig3["note"].startswith("no finished run of sanity/gspo (BF16): make grid GRID='sanity/gspo'")
+    assert fig3["note"].startswith("no finished run of sanity/gspo (BF16): make grid EXP='sanity/gspo'")
 
 
 def test_verdict_edges():

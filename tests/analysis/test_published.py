@@ -74,8 +74,9 @@ def test_the_committed_run_summary_is_the_one_the_published_logs_give(published_
 def test_the_committed_pairs_and_the_readme_block_are_the_ones_the_published_logs_give(published_summary, tmp_path):
     fresh = pairs.pair_runs(published_summary)
     assert_committed(pairs.write_pairs(fresh, tmp_path), pairs.PAIRS_CSV, pairs.PAIRS_MD, PUBLISHED_RESULTS)
-    readme = (paths.REPO_ROOT / "README.md").read_text()
-    assert pairs.readme_with_block(readme, fresh) == readme, f"the README's results block is stale: {PUBLISHED_RESULTS}"
+    readme = (paths.RESULTS_DIR / "README.md").read_text()
+    assert pairs.readme_with_block(readme, fresh) == readme, f"results/README.md's pairs block is stale: " \
+                                                             f"{PUBLISHED_RESULTS}"
 
 
 def test_the_committed_grid_progress_and_its_readme_block_are_the_ones_the_published_logs_give(published_summary,
@@ -83,8 +84,9 @@ def test_the_committed_grid_progress_and_its_readme_block_are_the_ones_the_publi
     fresh = progress.grid_progress(published_summary)
     assert_committed(progress.write_progress(fresh, tmp_path), progress.PROGRESS_CSV, progress.PROGRESS_MD,
                      PUBLISHED_RESULTS, blank_is_text=True)
-    readme = (paths.REPO_ROOT / "README.md").read_text()
-    assert progress.readme_with_block(readme, fresh) == readme, f"the README's grid block is stale: {PUBLISHED_RESULTS}"
+    readme = (paths.RESULTS_DIR / "README.md").read_text()
+    assert progress.readme_with_block(readme, fresh) == readme, f"results/README.md's grid block is stale: " \
+                                                                f"{PUBLISHED_RESULTS}"
 
 
 def test_the_committed_table2_is_the_one_the_published_logs_give(published_table, tmp_path):

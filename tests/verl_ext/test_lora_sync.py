@@ -1,4 +1,4 @@
-"""verl's LoRA weight sync collects the adapter with peft inside an FSDP1 summon (utils/fsdp_utils.py:754); the pinned
+"""verl's LoRA weight sync collects the adapter with peft inside an FSDP1 summon (verl.utils.fsdp_utils.collect_lora_params); the pinned
 peft (requirements/cpu.in) must return it, or vLLM receives an empty adapter and the run stalls."""
 
 from __future__ import annotations

