@@ -16,6 +16,8 @@ LOCK_TARGET := --python-platform x86_64-manylinux_2_28 --generate-hashes --quiet
 SCALE ?= auto
 SEED ?= 42
 EXP ?=
+# PANEL keeps only the runs feeding one figure panel (e.g. fig4).
+PANEL ?=
 GPUS ?=
 NNODES ?=
 EXTRA ?=
@@ -31,8 +33,10 @@ $(if $(filter-out auto paper tiny,$(SCALE)),$(error SCALE must be auto, paper or
 $(if $(shell [[ '$(SEED)' =~ ^[0-9]+$$ ]] && echo ok),,$(error SEED must be a non-negative integer, got '$(SEED)'))
 $(foreach v,DRY_RUN RESUME REBUILD REFILTER OVERWRITE,$(if $(filter-out $(FLAG_VALUES),$($(v))),\
 	$(error $(v) must be one of $(FLAG_VALUES) or empty, got '$($(v))')))
-$(if $(and $(filter run,$(MAKECMDGOALS)),$(if $(EXP),,1)),\
-	$(error make run needs EXP=<experiment> (make list prints them), e.g. make run EXP=sanity/grpo))
+$(foreach v,GPUS NNODES,$(if $(and $($(v)),$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo ok),,1)),\
+	$(error $(v) must be a positive integer, got '$($(v))')))
+$(foreach t,run show,$(if $(and $(filter $(t),$(MAKECMDGOALS)),$(if $(EXP),,1)),\
+	$(error make $(t) needs EXP=<experiment> (make list prints them), e.g. make $(t) EXP=sanity/grpo)))
 $(foreach v,ALGO GRID RUN,$(if $($(v)),$(error $(v) is gone: experiments are chosen by EXP=<name or glob> \
 	(make list), e.g. EXP=sanity/gspo or EXP='sanity/*')))
 
@@ -47,11 +51,15 @@ RUN_FLAGS = --scale $(SCALE) --seed $(SEED) --loggers $(LOGGERS) \
 	$(if $(EXTRA),--extra '$(EXTRA)') $(if $(WATCHDOG),--watchdog $(WATCHDOG))
 LAUNCH = $(PY) -m precision_rl run $(RUN_FLAGS)
 EXP_ARGS = $(foreach e,$(EXP),'$(e)')
-# A shortcut runs fixed experiments: it says what it runs (on stderr) and refuses an EXP it would not use.
+# A shortcut runs fixed experiments: it says what it runs (on stderr) and refuses an EXP or PRECISION it would not
+# use. $(1): experiments, $(2): its precision (empty: PRECISION or every arm), $(3): its figure panel.
 define SHORTCUT
 	@$(if $(EXP),echo "make $@ runs $(1); for other experiments use make run EXP=... or make grid EXP=..." >&2; exit 2)
-	@echo "make $@ = make run EXP='$(1)'$(if $(2), PRECISION=$(2))" >&2
-	@$(LAUNCH) $(foreach e,$(1),'$(e)') $(if $(or $(2),$(PRECISION)),--precision $(or $(2),$(PRECISION))) $(3)
+	@$(if $(and $(2),$(PRECISION)),$(if $(filter-out $(2),$(PRECISION)),\
+		echo "make $@ runs PRECISION=$(2); for another use make run EXP='$(1)' PRECISION=$(PRECISION)" >&2; exit 2))
+	@echo "make $@ = make run EXP='$(1)'$(if $(or $(2),$(PRECISION)), PRECISION=$(or $(2),$(PRECISION)))$(if $(3), PANEL=$(3))" >&2
+	@$(LAUNCH) $(foreach e,$(1),'$(e)') $(if $(or $(2),$(PRECISION)),--precision $(or $(2),$(PRECISION))) \
+		$(if $(3),--panel $(3))
 endef
 
 
@@ -65,10 +73,11 @@ help: ## Show this help (make help-all: every target)
 	@echo "Usage: make <target> [EXP=<name|glob>] [PRECISION=fp16|bf16|...] [SEED=42] [SCALE=auto|paper|tiny]"
 	@echo "                     [DRY_RUN=1] [RESUME=1] [EXTRA='k=v ...'] [GPUS=8] [NNODES=1]"
 	@echo
-	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-16s %s\n", $$1, $$2}'
 
 help-all: ##- Every target, the shortcuts and tools included
-	@grep -hE '^[a-zA-Z0-9_-]+:.*##[-]? ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*##-? "}; {printf "  \033[36m%-18s\033[0m %s\n", $$1, $$2}'
+	@echo "Every target (make help: the main ones and the variables)"
+	@grep -hE '^[a-zA-Z0-9_-]+:.*##[-]? ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*##-? "}; {printf "  %-18s %s\n", $$1, $$2}'
 
 $(STAMP): $(REQS)
 	@test -x $(PY) || $(PYTHON_BASE) -m venv $(VENV)
@@ -98,7 +107,7 @@ test: $(STAMP) ## The test suite (CPU): the fast tier, then the slow tier's real
 test-fast: $(STAMP) ## The fast tier only (no vLLM engine, no verl run): the edit-test loop
 	$(FAST_TIER)
 
-test-grid: $(STAMP) ##- Run every registered experiment x arm through verl for 2 steps at tiny scale (~2 min each)
+test-grid: $(STAMP) ##- Run every registered experiment x arm through verl for 2 steps at tiny scale (~2.5 min each)
 	$(PY) -m pytest -q -m grid tests/verl_ext/test_verl_runs.py
 
 lint: $(STAMP) ## Lint the code with ruff
@@ -108,10 +117,10 @@ list: $(STAMP) ## Print the experiment registry as a table
 	@$(PY) -m precision_rl list
 
 show: $(STAMP) ## Print one experiment's resolved spec: make show EXP=sanity/grpo
-	@$(PY) -m precision_rl show $(EXP) --scale $(if $(filter tiny,$(SCALE)),tiny,paper)
+	@$(PY) -m precision_rl show $(EXP) --scale $(SCALE)
 
 run: $(STAMP) ## Run experiment(s) once per arm: make run EXP=sanity/grpo [PRECISION=fp16] [SEED=42] [SCALE=tiny]
-	@$(LAUNCH) $(EXP_ARGS) $(if $(PRECISION),--precision $(PRECISION))
+	@$(LAUNCH) $(EXP_ARGS) $(if $(PRECISION),--precision $(PRECISION)) $(if $(PANEL),--panel $(PANEL))
 
 # SEEDS overrides the seeds each experiment names.
 SEEDS ?=
@@ -130,8 +139,8 @@ sanity-bf16: $(STAMP) ##- The paper's sanity test in BF16 = make run EXP=sanity/
 sanity: $(STAMP) ##- Every sanity experiment x arm (Fig. 1/2 a-f, Fig. 3) = make run EXP='sanity/*'
 	$(call SHORTCUT,sanity/*)
 
-fp16-comparison: $(STAMP) ##- The FP16 runs of Fig. 4 = make run EXP='sanity/*' with --panel fig4
-	$(call SHORTCUT,sanity/*,,--panel fig4)
+fp16-comparison: $(STAMP) ##- The FP16 runs of Fig. 4 = make run EXP='sanity/*' PANEL=fig4
+	$(call SHORTCUT,sanity/*,,fig4)
 
 octothinker: $(STAMP) ##- OctoThinker-3B GRPO (Fig. 1/2 g) = make run EXP='octothinker/*'
 	$(call SHORTCUT,octothinker/*)

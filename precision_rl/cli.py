@@ -17,7 +17,7 @@ from precision_rl.analysis import commands as analysis_commands
 from precision_rl.config import registry
 from precision_rl.config.precision import PrecisionArm, parse_arm
 from precision_rl.config.registry import ExperimentSpec
-from precision_rl.config.scale import PAPER, SCALE_CHOICES, SCALES, ScaleDecision, resolve_scale
+from precision_rl.config.scale import PAPER, SCALE_CHOICES, ScaleDecision, resolve_scale
 from precision_rl.console import render_table
 from precision_rl.data import command as data_command
 from precision_rl.errors import UserError
@@ -67,9 +67,10 @@ def cmd_fields(args) -> int:
 
 
 def cmd_show(args) -> int:
-    """Print one experiment's resolved spec at a scale; return 0."""
-    spec = registry.load_experiment(args.experiment, args.scale)
-    print(f"# {spec.path} at scale {spec.scale}")
+    """Print one experiment's resolved spec at a scale (auto: the scale a run here would take); return 0."""
+    decision = resolve_scale(args.scale, dry_run=True)
+    spec = registry.load_experiment(args.experiment, decision.scale)
+    print(f"# {spec.path} at scale {spec.scale} (SCALE={args.scale}: {decision.reason})")
     print(yaml.safe_dump(spec.raw, sort_keys=False, allow_unicode=True), end="")
     return 0
 
@@ -197,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     fields.set_defaults(func=cmd_fields)
     show = sub.add_parser("show", help="print an experiment's resolved spec")
     show.add_argument("experiment")
-    show.add_argument("--scale", default=PAPER, choices=SCALES)
+    show.add_argument("--scale", default="auto", choices=SCALE_CHOICES)
     show.set_defaults(func=cmd_show)
     run = sub.add_parser("run", help="run experiments (names or globs like 'sanity/*')")
     _add_selection(run, "+")

@@ -42,6 +42,14 @@ def test_make_run_takes_the_registry_name():
     assert "trainer.experiment_name=sanity.gspo-bf16-s7" in line and "policy_loss.loss_mode=gspo" in line
 
 
+def test_a_panel_shortcut_prints_the_make_run_that_renders_the_same_runs():
+    shortcut = make("fp16-comparison", "SCALE=paper", "DRY_RUN=1")
+    assert "make fp16-comparison = make run EXP='sanity/*' PANEL=fig4" in shortcut.stderr
+    same = make("run", "EXP=sanity/*", "PANEL=fig4", "SCALE=paper", "DRY_RUN=1")
+    names = [re.findall(r"trainer\.experiment_name=(\S+)", r.stdout) for r in (shortcut, same)]
+    assert names[0] == names[1] and len(names[0]) == 5
+
+
 def test_a_shortcut_says_what_it_runs_and_refuses_another_experiment():
     result = make("sanity-bf16", "SCALE=paper", "DRY_RUN=1")
     assert result.returncode == 0 and "make sanity-bf16 = make run EXP='sanity/grpo' PRECISION=bf16" in result.stderr
@@ -58,6 +66,10 @@ def test_a_shortcut_says_what_it_runs_and_refuses_another_experiment():
     (("run", "EXP=sanity/grpo", "DRY_RUN=maybe"), "DRY_RUN must be one of 1 true yes 0 false no or empty, got 'maybe'"),
     (("tiny-model", "REBUILD=maybe"), "REBUILD must be one of 1 true yes 0 false no or empty, got 'maybe'"),
     (("sanity-fp16", "ALGO=gspo"), "ALGO is gone: experiments are chosen by EXP=<name or glob>"),
+    (("run", "EXP=sanity/grpo", "GPUS=abc"), "GPUS must be a positive integer, got 'abc'"),
+    (("show",), "make show needs EXP=<experiment>"),
+    (("sanity-fp16", "PRECISION=bf16", "SCALE=paper", "DRY_RUN=1"),
+     "make sanity-fp16 runs PRECISION=fp16; for another use make run EXP='sanity/grpo' PRECISION=bf16"),
     (("grid", "GRID=sanity/*"), "GRID is gone: experiments are chosen by EXP=<name or glob>"),
     (("run", "EXP=sanity/gpro", "SCALE=paper", "DRY_RUN=1"), "unknown experiment 'sanity/gpro' (did you mean"),
 ])

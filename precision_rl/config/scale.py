@@ -52,7 +52,7 @@ def resolve_scale(requested: str, dry_run: bool = False) -> ScaleDecision:
         if problem and not dry_run:
             raise UserError(f"SCALE=paper needs CUDA GPUs with verl and vLLM: {problem} "
                             "(use SCALE=tiny on a CPU, or DRY_RUN=1 to print the command)")
-        return ScaleDecision(requested, PAPER, "asked for" + (f" (dry run; {problem})" if problem else ""))
+        return ScaleDecision(requested, PAPER, "asked for" + (f"; dry run, {problem}" if problem else ""))
     if problem is None:
         return ScaleDecision(requested, PAPER, "CUDA GPUs, verl and vLLM found")
     return ScaleDecision(requested, TINY, problem)

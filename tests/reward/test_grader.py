@@ -172,7 +172,8 @@ MATH_VERIFY_ONLY = [(r"\{1,2\}", r"\{2,1\}"), ("10^{3}", "1000"), (r"\sin^2 x+\c
 
 @pytest.mark.parametrize(("pred", "truth"), MATH_VERIFY_ONLY)
 def test_fork_grader_has_no_math_verify_equivalences(pred, truth):
-    assert grade(r1(pred), truth, "r1_distill_qwen", grader="oat").acc
+    # a generous limit for oat's side: what is tested is which checks run, not how fast they are on a busy machine
+    assert grade(r1(pred), truth, "r1_distill_qwen", grader="oat", timeout_s=30.0).acc
     assert not grade(r1(pred), truth, "r1_distill_qwen", grader="fork").acc
 
 
