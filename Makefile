@@ -224,7 +224,7 @@ $(RESULTS)/runs.index: _analysis-always
 	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
 
 $(METRICS_TABLE): $(RESULTS)/runs.index $(RUN_FILES) $(WANDB_CSV) $(ANALYSIS_CODE) | $(STAMP)
-	$(PY) -m precision_rl collect --root $(RUNS_DIR) $(WANDB_CSV) --wandb-scale $(WANDB_SCALE) --out $(RESULTS)
+	@$(PY) -m precision_rl collect --root $(RUNS_DIR) $(WANDB_CSV) --wandb-scale $(WANDB_SCALE) --out $(RESULTS)
 
 collect: $(METRICS_TABLE) ##- Collect run logs into results/metrics.{parquet,csv}, runs.csv (WANDB_CSV='a.csv ...' adds wandb exports)
 
@@ -236,24 +236,24 @@ endef
 $(foreach f,$(FIGURES),$(eval $(call FIGURE_RULE,$(f))))
 
 figures: $(METRICS_TABLE) | $(STAMP) ## Redraw the figures into paper_figures/<scale>/ (SCALE=auto: both scales)
-	$(PY) -m precision_rl figures --results $(RESULTS) --mismatch $(MISMATCH_DIRS) --out $(FIG_DIR) \
+	@$(PY) -m precision_rl figures --results $(RESULTS) --mismatch $(MISMATCH_DIRS) --out $(FIG_DIR) \
 		$(if $(filter-out auto,$(SCALE)),--scale $(SCALE))
 
 tables: $(METRICS_TABLE) | $(STAMP) ## Write results/*.{csv,md}: per-run summary, comparison with the paper, precision pairs, grid progress
-	$(PY) -m precision_rl tables --results $(RESULTS) --mismatch $(MISMATCH_DIRS) $(if $(README_RESULTS),--readme $(README_RESULTS))
+	@$(PY) -m precision_rl tables --results $(RESULTS) --mismatch $(MISMATCH_DIRS) $(if $(README_RESULTS),--readme $(README_RESULTS))
 
 check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make check [EXP='sanity/*'] [SCALE=tiny]
-	$(PY) -m precision_rl check $(EXP_ARGS) --scale $(SCALE) --results $(RESULTS)
+	@$(PY) -m precision_rl check $(EXP_ARGS) --scale $(SCALE) --results $(RESULTS)
 
 publish: | $(STAMP) ## Copy finished runs' logs into results/logs/ (committed): make publish [EXP='sanity/*']
-	$(PY) -m precision_rl publish $(EXP_ARGS)
+	@$(PY) -m precision_rl publish $(EXP_ARGS)
 
 .PHONY: published-results
 published-results: ##- Redraw the committed figures, results/*.md and the README's results blocks from results/logs alone (after make publish)
 	$(MAKE) figures tables RUNS_DIR=$(RESULTS)/logs README_RESULTS=$(RESULTS)/README.md
 
 publish-mismatch: | $(STAMP) ##- Copy offline mismatch results (self pairs, tables as CSV) into results/logs/mismatch/: make publish-mismatch [RESULT='<model folder> ...']
-	$(PY) -m precision_rl publish-mismatch $(RESULT)
+	@$(PY) -m precision_rl publish-mismatch $(RESULT)
 
 bench-analysis: | $(STAMP) ##- Benchmark: 1,000,000 synthetic metric values -> table + every figure (goal <= 30 s)
 	$(PY) -m precision_rl bench-analysis
