@@ -181,22 +181,44 @@ def resume_overrides(checkpoints: Path, last_logged: int | None) -> list[str]:
     """Return the verl overrides that resume from the newest checkpoint whose step has its metrics line.
 
     verl saves a step's checkpoint before it validates and logs that step (verl 0.9.1
-    ``verl.trainer.ppo.v1.trainer_base.PPOTrainer.fit``), so a run killed in between has a checkpoint past its last metrics line; resuming from it would
-    never log that step. Such a resume goes back to an earlier checkpoint that is kept, or starts over.
+    ``verl.trainer.ppo.v1.trainer_base.PPOTrainer.fit``), so a run killed in between has a checkpoint past its last
+    metrics line; resuming from it would never log that step. Such a resume goes back to an earlier checkpoint that
+    is kept, or starts over. A checkpoint whose data-loader state was saved by worker processes is resumed with as
+    many workers (``dataloader_workers_override``).
     """
     from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path, get_checkpoint_tracker_filename
 
     tracked = Path(get_checkpoint_tracker_filename(str(checkpoints))).is_file()
     latest = find_latest_ckpt_path(str(checkpoints)) if tracked else None
     if latest is None or _checkpoint_step(Path(latest)) <= (last_logged or 0):
-        return ["trainer.resume_mode=auto"]
+        return ["trainer.resume_mode=auto"] + (dataloader_workers_override(Path(latest)) if latest else [])
     kept = [p for p in checkpoints.glob("global_step_*") if (p / "actor").is_dir()
             and _checkpoint_step(p) <= (last_logged or 0)]
     if kept:
-        return ["trainer.resume_mode=resume_path", f"trainer.resume_from_path={max(kept, key=_checkpoint_step)}"]
+        chosen = max(kept, key=_checkpoint_step)
+        return (["trainer.resume_mode=resume_path", f"trainer.resume_from_path={chosen}"]
+                + dataloader_workers_override(chosen))
     print(f"note: the newest checkpoint ({Path(latest).name}) is past the last logged step ({last_logged}) and no "
           "earlier one is kept: the resumed attempt starts from step 1", file=sys.stderr)
     return ["trainer.resume_mode=disable"]
+
+
+def dataloader_workers_override(checkpoint: Path) -> list[str]:
+    """Return the override that resumes ``checkpoint``'s data loader with the worker processes it was saved with
+    (none when it was saved in-process, as the CPU platform's runs are).
+
+    torchdata's ``StatefulDataLoader`` (verl 0.9.1's training loader) refuses a state saved by worker processes when
+    it runs in-process ("State doesn't contain key '_num_yielded' ..."): a run started before the CPU platform set
+    ``data.dataloader_num_workers=0`` has such states in its checkpoints.
+    """
+    state_file = checkpoint / "data.pt"
+    if not state_file.is_file():
+        return []
+    import torch
+
+    state = torch.load(state_file, map_location="cpu", weights_only=False)
+    workers = len(state.get("_snapshot", {}).get("_worker_snapshots", {})) if isinstance(state, dict) else 0
+    return [f"data.dataloader_num_workers={workers}"] if workers else []
 
 
 def _checkpoint_step(folder: Path) -> int:

@@ -363,3 +363,27 @@ def test_verl_still_checkpoints_a_step_before_it_logs_it():
 
     fit = inspect.getsource(PPOTrainer.fit)
     assert fit.index("self._save_checkpoint()") < fit.index("self.logger.log(data=metrics")
+
+
+def test_a_checkpoint_saved_by_loader_workers_resumes_with_as_many(tmp_path):
+    """A run started before the CPU platform turned the loader's worker processes off resumes with its 8 workers."""
+    import torch
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    ckpt = tmp_path / "checkpoints"
+    for step, workers in ((4, 0), (6, 3)):
+        folder = ckpt / f"global_step_{step}"
+        (folder / "actor").mkdir(parents=True)
+        loader = StatefulDataLoader(list(range(32)), batch_size=4, num_workers=workers)
+        it = iter(loader)
+        next(it)
+        torch.save(loader.state_dict(), folder / "data.pt")
+        del it
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("6")
+    assert launch.resume_overrides(ckpt, 6) == ["trainer.resume_mode=auto", "data.dataloader_num_workers=3"]
+    assert launch.resume_overrides(ckpt, 5) == ["trainer.resume_mode=resume_path",
+                                                f"trainer.resume_from_path={ckpt / 'global_step_4'}"]
+    in_process = StatefulDataLoader(list(range(32)), batch_size=4, num_workers=0)
+    in_process.load_state_dict(torch.load(ckpt / "global_step_6" / "data.pt", weights_only=False))
+    with pytest.raises(AssertionError, match="_num_yielded"):  # why the override is needed (torchdata, lazily)
+        next(iter(in_process))
