@@ -216,7 +216,11 @@ def dataloader_workers_override(checkpoint: Path) -> list[str]:
         return []
     import torch
 
-    state = torch.load(state_file, map_location="cpu", weights_only=False)
+    try:
+        state = torch.load(state_file, map_location="cpu", weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - a damaged checkpoint file is the user's to know about, in one line
+        raise UserError(f"{state_file}: cannot read the data-loader state to resume from ({type(exc).__name__}: "
+                        f"{str(exc)[:120]}); remove that checkpoint folder to resume from an earlier one") from None
     workers = len(state.get("_snapshot", {}).get("_worker_snapshots", {})) if isinstance(state, dict) else 0
     return [f"data.dataloader_num_workers={workers}"] if workers else []
 

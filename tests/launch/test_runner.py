@@ -387,3 +387,13 @@ def test_a_checkpoint_saved_by_loader_workers_resumes_with_as_many(tmp_path):
     in_process.load_state_dict(torch.load(ckpt / "global_step_6" / "data.pt", weights_only=False))
     with pytest.raises(AssertionError, match="_num_yielded"):  # why the override is needed (torchdata, lazily)
         next(iter(in_process))
+
+
+def test_a_damaged_loader_state_is_one_clear_error(tmp_path):
+    folder = tmp_path / "global_step_2"
+    folder.mkdir()
+    (folder / "data.pt").write_bytes(b"not a torch file")
+    from precision_rl.errors import UserError
+
+    with pytest.raises(UserError, match="cannot read the data-loader state to resume from"):
+        launch.dataloader_workers_override(folder)
