@@ -194,63 +194,77 @@ bench-grader: $(STAMP) ##- Measure the grader's throughput on the shared MATH500
 	@$(PY) benchmarks/bench_grader.py
 
 # --- analysis: run logs -> tidy table -> figures, tables, checks ---
-.PHONY: collect figures tables check publish publish-mismatch bench-analysis _analysis-always
+# Two views, each with a table, tables and figures of its own (precision_rl.paths.local_view / published_view):
+#   local      the runs under RUNS_DIR          -> $(RUNS_DIR)/_analysis/ (metrics.parquet, *.md, figures/<scale>/)
+#   published  the committed logs, results/logs -> results/*.md, results/README.md and paper_figures/<scale>/
+# Only `make published-results` writes committed files, and it reads results/logs alone.
+.PHONY: collect figures tables check check-published publish publish-mismatch published-results bench-analysis \
+	_analysis-always
 RUNS_DIR ?= $(or $(PRECISION_RL_RUNS),runs)
-RESULTS ?= results
-# README_RESULTS names a file whose results blocks (pairs, grid progress) `make tables` rewrites (published-results: results/README.md).
-README_RESULTS ?=
-FIG_DIR ?= paper_figures
+RESULTS := results
+LOGS_DIR := $(RESULTS)/logs
+LOCAL_OUT := $(RUNS_DIR)/_analysis
+PUBLISHED_FIGURES := paper_figures
 WANDB_CSV ?=
 WANDB_SCALE ?= paper
-METRICS_TABLE := $(RESULTS)/metrics.parquet
 FIGURES := fig1_training_reward fig2_eval_accuracy fig3_mismatch_dynamics fig4_fp16_algorithms \
 	fig5_offline_mismatch ablation_precision ablation_fork_changes effect_mismatch_scaling
-FIG_SCALES := paper tiny
 ANALYSIS_CODE := $(addprefix precision_rl/,metrics.py fileio.py paths.py cli.py launch/runs.py) \
 	$(addprefix precision_rl/analysis/,logs.py series.py commands.py wandb_csv.py)
 PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/analysis/,plotting.py figures.py mismatch_results.py mismatch_scaling.py) \
 	precision_rl/config/registry.py \
 	$(wildcard experiments/*/*.yaml)
-# Every run file (resumed attempts included) and every offline mismatch result; absent folders are fine.
-RUN_FILES = $(shell find $(RUNS_DIR) $(RESULTS)/logs -path '$(RUNS_DIR)/mismatch' -prune -o -type f \
+
+# $(call ANALYSIS_VIEW,<view>,<runs folder>,<table folder>,<figures folder>,<view flag>,<wandb CSVs>): one view's table.
+# Its table is rewritten when a run file appears, changes or goes (runs.index lists them, rewritten only on change).
+define ANALYSIS_VIEW
+$(1)_RUN_FILES = $$(shell find $(2) \( -path '$(2)/mismatch' -o -path '$(2)/_analysis' \) -prune -o -type f \
 	\( -name 'metrics*.jsonl' -o -name manifest.json \) -print 2>/dev/null)
-MISMATCH_DIRS = $(RUNS_DIR)/mismatch $(RESULTS)/logs/mismatch
-MISMATCH_FILES = $(shell find $(MISMATCH_DIRS) -type f 2>/dev/null)
+$(1)_MISMATCH_FILES = $$(shell find $(2)/mismatch -type f 2>/dev/null)
+$(1)_TABLE := $(3)/metrics.parquet
+$(1)_SOURCE := --results $(3) --mismatch $(2)/mismatch $(5)
 
-# The list of run files, rewritten only when it changes, so that a deleted run also refreshes the table.
-$(RESULTS)/runs.index: _analysis-always
-	@mkdir -p $(RESULTS)
-	@{ printf '%s\n' $(sort $(RUN_FILES) $(MISMATCH_FILES)) $(WANDB_CSV); echo "wandb-scale=$(WANDB_SCALE)"; } > $@.tmp
-	@if cmp -s $@.tmp $@; then rm -f $@.tmp; else mv -f $@.tmp $@; fi
+$(3)/runs.index: _analysis-always
+	@mkdir -p $(3)
+	@{ printf '%s\n' $$(sort $$($(1)_RUN_FILES) $$($(1)_MISMATCH_FILES)) $(6); echo "wandb-scale=$$(WANDB_SCALE)"; } > $$@.tmp
+	@if cmp -s $$@.tmp $$@; then rm -f $$@.tmp; else mv -f $$@.tmp $$@; fi
 
-$(METRICS_TABLE): $(RESULTS)/runs.index $(RUN_FILES) $(WANDB_CSV) $(ANALYSIS_CODE) | $(STAMP)
-	@$(PY) -m precision_rl collect --root $(RUNS_DIR) $(WANDB_CSV) --wandb-scale $(WANDB_SCALE) --out $(RESULTS)
-
-collect: $(METRICS_TABLE) ##- Collect run logs into results/metrics.{parquet,csv}, runs.csv (WANDB_CSV='a.csv ...' adds wandb exports)
-
-# One file target per figure and scale: `make paper_figures/tiny/fig1_training_reward.png` (the PDF is written beside it).
-define FIGURE_RULE
-$(FIG_DIR)/%/$(1).png: $(METRICS_TABLE) $(PLOT_CODE) $(MISMATCH_FILES) | $(STAMP)
-	$$(PY) -m precision_rl figure $(1) --scale $$* --results $(RESULTS) --mismatch $(MISMATCH_DIRS) --out $$@
+$(3)/metrics.parquet: $(3)/runs.index $$($(1)_RUN_FILES) $(6) $$(ANALYSIS_CODE) | $$(STAMP)
+	@$$(PY) -m precision_rl collect --root $(2) $(6) --wandb-scale $$(WANDB_SCALE) --out $(3) $(5)
 endef
-$(foreach f,$(FIGURES),$(eval $(call FIGURE_RULE,$(f))))
 
-figures: $(METRICS_TABLE) | $(STAMP) ## Redraw the figures into paper_figures/<scale>/ (SCALE=auto: both scales)
-	@$(PY) -m precision_rl figures --results $(RESULTS) --mismatch $(MISMATCH_DIRS) --out $(FIG_DIR) \
-		$(if $(filter-out auto,$(SCALE)),--scale $(SCALE))
+# $(call FIGURE_RULE,<figure>,<table>,<figures folder>,<mismatch files>,<source flags>): one file target per figure
+# and scale, e.g. `make paper_figures/tiny/fig1_training_reward.png` (the PDF is written beside it).
+define FIGURE_RULE
+$(3)/%/$(1).png: $(2) $(PLOT_CODE) $(4) | $(STAMP)
+	$$(PY) -m precision_rl figure $(1) --scale $$* $(5) --out $$@
+endef
 
-tables: $(METRICS_TABLE) | $(STAMP) ## Write results/*.{csv,md}: per-run summary, comparison with the paper, precision pairs, grid progress
-	@$(PY) -m precision_rl tables --results $(RESULTS) --mismatch $(MISMATCH_DIRS) $(if $(README_RESULTS),--readme $(README_RESULTS))
+$(eval $(call ANALYSIS_VIEW,LOCAL,$(RUNS_DIR),$(LOCAL_OUT),$(LOCAL_OUT)/figures,,$(WANDB_CSV)))
+$(eval $(call ANALYSIS_VIEW,PUBLISHED,$(LOGS_DIR),$(RESULTS),$(PUBLISHED_FIGURES),--published,))
+$(foreach f,$(FIGURES),$(eval $(call FIGURE_RULE,$(f),$(LOCAL_TABLE),$(LOCAL_OUT)/figures,$(LOCAL_MISMATCH_FILES),$(LOCAL_SOURCE))))
+$(foreach f,$(FIGURES),$(eval $(call FIGURE_RULE,$(f),$(PUBLISHED_TABLE),$(PUBLISHED_FIGURES),$(PUBLISHED_MISMATCH_FILES),$(PUBLISHED_SOURCE))))
 
-check: $(METRICS_TABLE) | $(STAMP) ## Apply the paper's pass criteria: make check [EXP='sanity/*'] [SCALE=tiny]
-	@$(PY) -m precision_rl check $(EXP_ARGS) --scale $(SCALE) --results $(RESULTS)
+collect: $(LOCAL_TABLE) ##- Collect the local runs into runs/_analysis/metrics.{parquet,csv}, runs.csv (WANDB_CSV='a.csv ...' adds wandb exports)
+
+figures: $(LOCAL_TABLE) | $(STAMP) ## Draw the local runs' figures into runs/_analysis/figures/<scale>/ (SCALE=auto: both scales)
+	@$(PY) -m precision_rl figures $(LOCAL_SOURCE) --out $(LOCAL_OUT)/figures $(if $(filter-out auto,$(SCALE)),--scale $(SCALE))
+
+tables: $(LOCAL_TABLE) | $(STAMP) ## Write the local runs' tables into runs/_analysis/: per-run summary, comparison with the paper, precision pairs
+	@$(PY) -m precision_rl tables $(LOCAL_SOURCE)
+
+check: $(LOCAL_TABLE) | $(STAMP) ## Judge local runs, each against the committed band of its configuration: make check [EXP='sanity/*'] [SCALE=tiny]
+	@$(PY) -m precision_rl check $(EXP_ARGS) --scale $(SCALE) --results $(LOCAL_OUT)
+
+check-published: $(PUBLISHED_TABLE) | $(STAMP) ##- Judge the published runs (results/logs): make check-published [EXP='sanity/*'] [SCALE=tiny]
+	@$(PY) -m precision_rl check $(EXP_ARGS) --scale $(SCALE) --published
 
 publish: | $(STAMP) ## Copy finished runs' logs into results/logs/ (committed): make publish [EXP='sanity/*']
 	@$(PY) -m precision_rl publish $(EXP_ARGS)
 
-.PHONY: published-results
-published-results: ##- Redraw the committed figures, results/*.md and the README's results blocks from results/logs alone (after make publish)
-	$(MAKE) figures tables RUNS_DIR=$(RESULTS)/logs README_RESULTS=$(RESULTS)/README.md
+published-results: $(PUBLISHED_TABLE) | $(STAMP) ##- Redraw the committed figures, results/*.md and the README's results blocks from results/logs alone (after make publish)
+	@$(PY) -m precision_rl figures $(PUBLISHED_SOURCE) --out $(PUBLISHED_FIGURES)
+	@$(PY) -m precision_rl tables $(PUBLISHED_SOURCE) --readme $(RESULTS)/README.md
 
 publish-mismatch: | $(STAMP) ##- Copy offline mismatch results (self pairs, tables as CSV) into results/logs/mismatch/: make publish-mismatch [RESULT='<model folder> ...']
 	@$(PY) -m precision_rl publish-mismatch $(RESULT)

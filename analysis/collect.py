@@ -1,4 +1,4 @@
-"""Collect every run's logs (and wandb CSV exports) into results/metrics.{parquet,csv} and results/runs.csv. Same as `python -m precision_rl collect`."""
+"""Collect the local runs' logs (and wandb CSV exports) into runs/_analysis/metrics.{parquet,csv} and runs.csv (with --published: results/logs into results/). Same as `python -m precision_rl collect`."""
 
 import sys
 

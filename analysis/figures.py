@@ -1,4 +1,4 @@
-"""Draw every figure at both scales into paper_figures/<scale>/ (PNG + PDF), from local files only. Same as `python -m precision_rl figures`."""
+"""Draw every figure at both scales (PNG + PDF): the local runs into runs/_analysis/figures/<scale>/, with --published the committed logs into paper_figures/<scale>/. Same as `python -m precision_rl figures`."""
 
 import sys
 

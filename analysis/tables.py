@@ -1,4 +1,4 @@
-"""Write results/summary.{csv,md}: one row per run (peak/final reward, collapse, accuracy, mismatch, wall time). Same as `python -m precision_rl tables`."""
+"""Write the tables (summary, comparison with the paper, pairs, ...): the local runs' into runs/_analysis/, with --published the committed ones into results/. Same as `python -m precision_rl tables`."""
 
 import sys
 

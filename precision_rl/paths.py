@@ -7,6 +7,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -18,8 +19,8 @@ FIGURES_DIR = REPO_ROOT / "paper_figures"
 BENCH_DIR = RESULTS_DIR / "bench"
 # Committed copies of the logs (manifest and metrics) of the runs behind the committed figures, laid out as runs/.
 LOGS_DIR = RESULTS_DIR / "logs"
-# Committed logs of the reference runs of the tiny instrument (sanity/grpo, both arms, every seed): the band a new
-# run is placed in by `make check`.
+# Committed logs of short reference runs (configurations the grid does not publish, e.g. the 2-step regression gate):
+# `make check` places a run in the band of the committed runs of its configuration, here and in results/logs.
 REFERENCE_DIR = RESULTS_DIR / "reference"
 
 DATA_ENV = "PRECISION_RL_DATA"
@@ -30,6 +31,8 @@ LOGS_ENV = "PRECISION_RL_LOGS"
 REFERENCE_ENV = "PRECISION_RL_REFERENCE"
 
 MISMATCH_DIR = "mismatch"  # the offline mismatch tool's folder inside the runs root
+ANALYSIS_DIR = "_analysis"  # inside the runs root: the local runs' table, tables and figures
+FIGURES_SUBDIR = "figures"
 
 
 def data_root() -> Path:
@@ -50,6 +53,35 @@ def logs_root() -> Path:
 def reference_root() -> Path:
     """Return the committed reference runs (``$PRECISION_RL_REFERENCE`` or ``<repo>/results/reference``)."""
     return Path(os.environ.get(REFERENCE_ENV, REFERENCE_DIR)).resolve()
+
+
+def committed_run_roots() -> tuple[Path, Path]:
+    """Return the folders of committed run logs a new run is compared with: the published logs, then the reference
+    runs."""
+    return logs_root(), reference_root()
+
+
+@dataclass(frozen=True)
+class AnalysisView:
+    """One analysis's sources and outputs: the runs it reads and where its table, tables and figures go."""
+
+    name: str
+    runs: Path
+    mismatch: Path
+    results: Path
+    figures: Path
+
+
+def local_view() -> AnalysisView:
+    """Return the view of the local runs: ``<runs root>`` read, everything written under ``<runs root>/_analysis``."""
+    out = runs_root() / ANALYSIS_DIR
+    return AnalysisView("local", runs_root(), runs_root() / MISMATCH_DIR, out, out / FIGURES_SUBDIR)
+
+
+def published_view() -> AnalysisView:
+    """Return the view of the published logs: ``results/logs`` read, the committed ``results/`` tables and
+    ``paper_figures/`` written."""
+    return AnalysisView("published", logs_root(), logs_root() / MISMATCH_DIR, RESULTS_DIR, FIGURES_DIR)
 
 
 def mismatch_root() -> Path:

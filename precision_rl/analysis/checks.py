@@ -4,11 +4,13 @@ Rules
 - ``sanity_reward``: a sanity-test run passes when its final training reward (trailing mean over the last
   ``series.TRAIL_WINDOW`` = 5 logged steps of ``critic/score/mean``) is ≥ 0.95: the paper's criterion of
   > 95 % training accuracy on the "perfectible" set (docs/sources.md#headline-numbers). The note places the run
-  in the committed band of its experiment and arm: the reference runs (``results/reference/``) on the same tiny
-  instrument (model weights and sanity problem list).
-- ``sanity_reward_over_seeds``: the verdict of a sanity experiment in one arm, over the seeds the experiment runs
+  in the committed band of its configuration and arm (``runs.configuration_key``: experiment, scale, the spec's
+  settings, extra overrides and tiny instrument), read from the committed runs (``results/logs/`` and
+  ``results/reference/``), and names those runs.
+- ``sanity_reward_over_seeds``: the verdict of a sanity configuration in one arm, over the seeds the experiment runs
   (``scales.<scale>.seeds``): mean, min and max of the runs' final rewards; it passes when every seed reaches 0.95,
-  fails when one does not, and is skipped while seeds are missing.
+  fails when one does not, and is skipped while seeds are missing. It uses only runs of one configuration and
+  names them.
 - ``mismatch_logged``: the run logged a training–inference mismatch metric at all.
 - ``mismatch_start/<stat>``: the median of the first ``START_STEPS`` logged steps stays under the bound of the
   run's precision (every run: the paper quotes step-0 values for both dtypes).
@@ -17,7 +19,8 @@ Rules
 - ``mismatch_extreme``: the largest |π − μ| of any step (signed max/min metrics) stays under the bound
   (FP16/FP32 only).
 - ``fp16_vs_bf16/<stat>``: an FP16 run's starting mismatch is at least ``RATIO`` times smaller than the BF16 run's
-  of the same experiment, scale and seed (the paper's central claim, independent of model size).
+  of the same configuration (the same seed where there is one; the paper's central claim, independent of model
+  size); skipped where no BF16 run of the configuration exists.
 A statistic a run did not log is skipped (e.g. verl's bypass mode logs no ``training/rollout_probs_diff_*``).
 """
 
@@ -32,6 +35,7 @@ import pandas as pd
 
 from precision_rl import metrics as M
 from precision_rl.analysis.logs import RunTable
+from precision_rl.analysis.records import UNKNOWN
 from precision_rl.analysis.series import TRAIL_WINDOW, SeriesIndex, trailing_mean
 from precision_rl.config.precision import PrecisionArm
 from precision_rl.console import render_table
@@ -72,6 +76,13 @@ BOUNDS["fp32"] = Bounds(BOUNDS["fp16"].mean_abs_diff, BOUNDS["fp16"].token_kl, B
 # run must show at least 2x and 10x less mismatch than its BF16 twin.
 RATIO = {"mean_abs_diff": 2.0, "token_kl": 10.0}
 STATS = {"mean_abs_diff": M.MEAN_ABS_DIFF_Q, "token_kl": M.TOKEN_KL_Q}
+# The regression gate: a run against the committed runs of its configuration and arm. A final reward may lie
+# REWARD_MARGIN (or the band's own width, if wider) outside the committed min-max, since a new seed falls outside the
+# range of three others half the time; a median mismatch may lie a factor MISMATCH_FACTOR outside (the same 3x
+# margin as the bounds above; BF16's and FP16's mismatch differ by ~5x and ~100x). A committed run of the same seed
+# on the same numerics (runs.numerics_key) must be repeated exactly: runs are deterministic there.
+REWARD_MARGIN = 0.1
+MISMATCH_FACTOR = 3.0
 
 
 @dataclass(frozen=True)
@@ -109,46 +120,51 @@ def final_reward(index: SeriesIndex, scale: str, run: str) -> tuple[float, int] 
 
 @dataclass(frozen=True)
 class Band:
-    """The final rewards of the reference runs of one experiment and arm on one instrument, by seed."""
+    """The final rewards of the committed runs of one configuration and arm, by seed, and where they were read."""
 
     values: dict[int, float]
+    sources: tuple[str, ...]
 
     def describe(self, value: float) -> str:
-        """Return where ``value`` lies against the band, e.g. ``inside the committed band 0.951-0.975 (seeds ...)``."""
+        """Return where ``value`` lies against the band, e.g. ``inside the committed band 0.951-0.975 (seeds ...)``,
+        naming the runs it came from."""
         low, high = min(self.values.values()), max(self.values.values())
         where = "inside" if low <= value <= high else "below" if value < low else "above"
         seeds = ", ".join(f"{seed}: {v:.3f}" for seed, v in sorted(self.values.items()))
-        return f"{where} the committed band {low:.3f}-{high:.3f} (seeds {seeds})"
+        return f"{where} the committed band {low:.3f}-{high:.3f} (seeds {seeds}; runs {', '.join(self.sources)})"
 
 
-def _instrument(source: str) -> dict | None:
-    """Return the tiny instrument a run's manifest names (model weights and problem list), or None."""
-    from precision_rl.launch import runs
+def short_source(source: str) -> str:
+    """Return a run directory as a path relative to the repository where it lies inside it."""
+    from precision_rl.paths import REPO_ROOT
 
-    try:
-        return runs.read_manifest(Path(source)).get("tiny_instrument")
-    except (OSError, ValueError):
-        return None
+    path = Path(source)
+    return str(path.relative_to(REPO_ROOT)) if path.is_absolute() and path.is_relative_to(REPO_ROOT) else str(path)
+
+
+def same_configuration(a: dict, b: dict) -> bool:
+    """Return True when runs ``a`` and ``b`` (rows of the runs table) are of one configuration at one scale and
+    experiment (arm and seed aside); a run whose configuration is unknown matches none."""
+    keys = ("scale", "experiment", "config")
+    return str(a.get("config")) not in ("", "nan", UNKNOWN) and all(str(a.get(k)) == str(b.get(k)) for k in keys)
 
 
 def reference_band(reference: RunTable | None, run: dict) -> Band | None:
-    """Return the band of ``run``'s experiment and arm among the reference runs on the same instrument (None when
-    there is none; a run is never its own reference)."""
+    """Return the band of ``run``'s configuration and arm among the committed ``reference`` runs (None when there is
+    none; a run is never its own reference)."""
     if reference is None or reference.runs.empty:
         return None
-    instrument = _instrument(str(run["source"]))
-    if instrument is None:
-        return None
     index = SeriesIndex(reference.metrics)
-    values = {}
+    values, sources = {}, []
     for ref in reference.runs.to_dict("records"):
-        same = all(ref[k] == run[k] for k in ("scale", "experiment", "precision_train", "precision_infer"))
-        if not same or str(ref["source"]) == str(run["source"]) or _instrument(str(ref["source"])) != instrument:
+        if not same_configuration(run, ref) or str(ref["source"]) == str(run["source"]) \
+                or (ref["precision_train"], ref["precision_infer"]) != (run["precision_train"], run["precision_infer"]):
             continue
         final = final_reward(index, str(ref["scale"]), str(ref["run"]))
         if final is not None:
             values[int(ref["seed"])] = final[0]
-    return Band(values) if values else None
+            sources.append(short_source(str(ref["source"])))
+    return Band(values, tuple(sources)) if values else None
 
 
 def expected_seeds(experiment: str, scale: str) -> tuple[int, ...] | None:
@@ -161,15 +177,18 @@ def expected_seeds(experiment: str, scale: str) -> tuple[int, ...] | None:
         return None
 
 
-def seed_verdict(index: SeriesIndex, runs: list[dict], scale: str, experiment: str, arm: PrecisionArm) -> CheckResult:
-    """Return the sanity criterion over the seeds of one experiment and arm, from ``runs`` (its runs, one per
-    seed)."""
+def seed_verdict(index: SeriesIndex, runs: list[dict], scale: str, experiment: str, arm: PrecisionArm,
+                 config: str = UNKNOWN) -> CheckResult:
+    """Return the sanity criterion over the seeds of one configuration and arm, from ``runs`` (its runs, one per
+    seed), naming the runs it used."""
     label = f"{experiment} {arm.label}"
     rule, bound = "sanity_reward_over_seeds", f">= {SANITY_REWARD} on every seed"
     finals = {int(r["seed"]): final_reward(index, scale, str(r["run"])) for r in runs}
+    used = f"configuration {config}, runs {', '.join(short_source(str(r['source'])) for r in runs)}"
     if any(v is None for v in finals.values()):
         missing = sorted(seed for seed, v in finals.items() if v is None)
-        return CheckResult(label, scale, rule, "fail", None, bound, f"no {M.REWARD} logged for seed(s) {missing}")
+        return CheckResult(label, scale, rule, "fail", None, bound, f"no {M.REWARD} logged for seed(s) {missing}; "
+                                                                     f"{used}")
     values = {seed: v[0] for seed, v in finals.items()}
     want = expected_seeds(experiment, scale) or tuple(sorted(values))
     per_seed = ", ".join(f"{seed}: {v:.3f}" for seed, v in sorted(values.items()))
@@ -183,7 +202,77 @@ def seed_verdict(index: SeriesIndex, runs: list[dict], scale: str, experiment: s
         status, note = "skip", f"{summary}; no verdict before the experiment's other seed(s) {absent} have run"
     else:
         status, note = "pass", f"{summary}; every seed reaches {SANITY_REWARD}"
-    return CheckResult(label, scale, rule, status, min(values.values()), bound, note)
+    return CheckResult(label, scale, rule, status, min(values.values()), bound, f"{note}; {used}")
+
+
+def _committed_peers(reference: RunTable | None, run: dict) -> list[dict]:
+    """Return the committed runs of ``run``'s configuration and arm (never the run itself)."""
+    if reference is None or reference.runs.empty:
+        return []
+    arm = (run["precision_train"], run["precision_infer"])
+    return [r for r in reference.runs.to_dict("records") if same_configuration(run, r)
+            and (r["precision_train"], r["precision_infer"]) == arm and str(r["source"]) != str(run["source"])]
+
+
+def _repeat(index: SeriesIndex, run: dict, ref_index: SeriesIndex, ref: dict) -> CheckResult:
+    """Return whether ``run`` logged every value the committed run ``ref`` (same seed and numerics) logged."""
+    name, scale = str(run["run"]), str(run["scale"])
+    compared, differ = 0, []
+    for metric in sorted(ref_index.logged(str(ref["scale"]), str(ref["run"]))):
+        if metric.startswith(M.MEASURED_PREFIXES):
+            continue
+        mine = index.get(scale, name, metric, dropna=False)
+        theirs = ref_index.get(str(ref["scale"]), str(ref["run"]), metric, dropna=False)
+        steps = theirs.index.intersection(mine.index) if mine is not None else theirs.index[:0]
+        a, b = (mine.reindex(steps).to_numpy() if mine is not None else np.array([]), theirs.reindex(steps).to_numpy())
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        compared += len(steps)
+        if mine is None or not same.all():
+            differ.append(metric)
+    note = f"against {short_source(str(ref['source']))} (same seed and numerics), {compared} values"
+    if differ:
+        return CheckResult(name, scale, "regression/repeat", "fail", float(len(differ)), "0 metrics differ",
+                           f"{note}: {len(differ)} metric(s) differ, e.g. {', '.join(differ[:3])}; a change in the "
+                           "code or a package moved the numbers (republish the reference if it was meant to)")
+    return CheckResult(name, scale, "regression/repeat", "pass", 0.0, "0 metrics differ", note)
+
+
+def regression_checks(index: SeriesIndex, run: dict, reference: RunTable | None) -> list[CheckResult]:
+    """Return the regression gate's results for ``run``: its final reward and median mismatch against the band of the
+    committed runs of its configuration and arm, and an exact repeat of a committed run of the same seed and
+    numerics; nothing where no committed run of the configuration exists."""
+    peers = _committed_peers(reference, run)
+    if not peers:
+        return []
+    name, scale = str(run["run"]), str(run["scale"])
+    ref_index = SeriesIndex(reference.metrics)
+    used = f"committed runs {', '.join(short_source(str(r['source'])) for r in peers)}"
+    out = []
+    final = final_reward(index, scale, name)
+    finals = [f[0] for r in peers if (f := final_reward(ref_index, str(r["scale"]), str(r["run"]))) is not None]
+    if final is not None and finals:
+        low, high = min(finals), max(finals)
+        margin = max(REWARD_MARGIN, high - low)
+        ok = low - margin <= final[0] <= high + margin
+        out.append(CheckResult(name, scale, "regression/reward", "pass" if ok else "fail", final[0],
+                               f"in {low - margin:.3f}-{high + margin:.3f}",
+                               f"committed band {low:.3f}-{high:.3f} ± {margin:.2f}; {used}"))
+    for stat, quantity in STATS.items():
+        mine = index.quantity(scale, name, quantity)
+        medians = [float(s.median()) for r in peers
+                   if (s := ref_index.quantity(str(r["scale"]), str(r["run"]), quantity)) is not None and not s.empty]
+        if mine is None or mine.empty or not medians or min(medians) <= 0:
+            continue
+        low, high = min(medians) / MISMATCH_FACTOR, max(medians) * MISMATCH_FACTOR
+        value = float(mine.median())
+        out.append(CheckResult(name, scale, f"regression/{stat}", "pass" if low <= value <= high else "fail", value,
+                               f"in {low:.3g}-{high:.3g}", f"median over steps; committed medians "
+                               f"{min(medians):.3g}-{max(medians):.3g} within {MISMATCH_FACTOR:g}x; {used}"))
+    twins = [r for r in peers if int(r["seed"]) == int(run["seed"]) and str(r.get("numerics")) == str(run.get("numerics"))
+             and str(run.get("numerics")) not in ("", "nan", UNKNOWN)]
+    if twins:
+        out.append(_repeat(index, run, ref_index, twins[0]))
+    return out
 
 
 def _start(series: pd.Series) -> float:
@@ -208,8 +297,8 @@ def check_run(index: SeriesIndex, run: dict, reference: RunTable | None = None) 
                                    f"no {M.REWARD} logged"))
         else:
             band = reference_band(reference, run)
-            where = band.describe(final[0]) if band else "no committed reference run of this experiment and arm " \
-                "on this instrument"
+            where = band.describe(final[0]) if band else f"no committed run of this configuration ({run['config']}) " \
+                "and arm to compare with"
             out.append(_compare(name, scale, "sanity_reward", final[0], SANITY_REWARD, False,
                                 f"final trailing mean over {TRAIL_WINDOW} steps at step {final[1]}; {where}"))
     series = {stat: index.quantity(scale, name, q) for stat, q in STATS.items()}
@@ -259,7 +348,7 @@ def check_pair(index: SeriesIndex, fp16: dict, bf16: dict) -> list[CheckResult]:
             continue
         ratio = high / low if low > 0 else np.inf
         out.append(_compare(name, scale, rule, ratio, RATIO[stat], False,
-                            f"BF16/FP16 ratio of starting medians vs {bf16['run']}"))
+                            f"BF16/FP16 ratio of starting medians vs {short_source(str(bf16['source']))}"))
     return out
 
 
@@ -290,27 +379,35 @@ def select_runs(runs: pd.DataFrame, patterns: list[str] | None, scale: str | Non
 
 def run_checks(table: RunTable, patterns: list[str] | None = None, scale: str | None = None,
                reference: RunTable | None = None) -> list[CheckResult]:
-    """Return every rule's result for the selected runs (pairs use any BF16 twin in the whole table), then the
-    verdict over seeds of each selected sanity experiment and arm (from every run of it in the table), each run
-    placed in the band of the ``reference`` runs."""
+    """Return every rule's result for the selected runs, then the verdict over seeds of each selected sanity
+    configuration and arm; pairs and verdicts use only runs of the same configuration in ``table``, and each run is
+    placed in the band of the committed ``reference`` runs of its configuration."""
     index = SeriesIndex(table.metrics)
     selected = select_runs(table.runs, patterns, scale)
     everyone = table.runs.to_dict("records")
     results: list[CheckResult] = []
     for run in selected.to_dict("records"):
         results += check_run(index, run, reference)
+        results += regression_checks(index, run, reference)
         if run["precision_train"] == run["precision_infer"] == "fp16":
-            twins = [r for r in everyone if r["scale"] == run["scale"] and r["experiment"] == run["experiment"]
+            twins = [r for r in everyone if same_configuration(run, r)
                      and r["precision_train"] == r["precision_infer"] == "bf16"]
             twins.sort(key=lambda r: (r["seed"] != run["seed"], r["seed"]))
             if twins:
                 results += check_pair(index, run, twins[0])
-    groups = sorted({(str(r["scale"]), str(r["experiment"]), str(r["precision_train"]), str(r["precision_infer"]))
-                     for r in selected.to_dict("records") if is_sanity(r["experiment"])})
-    for sc, experiment, train, infer in groups:
-        members = [r for r in everyone if (str(r["scale"]), str(r["experiment"]), str(r["precision_train"]),
-                                            str(r["precision_infer"])) == (sc, experiment, train, infer)]
-        results.append(seed_verdict(index, members, sc, experiment, PrecisionArm(train, infer)))
+            else:
+                results.append(CheckResult(str(run["run"]), str(run["scale"]), "fp16_vs_bf16", "skip",
+                                           note=f"no BF16 run of this configuration ({run['config']})"))
+    groups: dict[tuple, list[dict]] = {}
+    for r in selected.to_dict("records"):
+        if is_sanity(r["experiment"]):
+            key = (str(r["scale"]), str(r["experiment"]), str(r["config"]), str(r["precision_train"]),
+                   str(r["precision_infer"]))
+            groups[key] = [m for m in everyone
+                           if (same_configuration(r, m) or m["source"] == r["source"])
+                           and (str(m["precision_train"]), str(m["precision_infer"])) == key[3:]]
+    for (sc, experiment, config, train, infer), members in sorted(groups.items()):
+        results.append(seed_verdict(index, members, sc, experiment, PrecisionArm(train, infer), config))
     return results
 
 

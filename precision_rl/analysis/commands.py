@@ -11,45 +11,99 @@ import time
 from pathlib import Path
 
 from precision_rl.config.scale import PAPER, SCALE_CHOICES, SCALES
+from precision_rl.errors import UserError
 from precision_rl.paths import (
     FIGURES_DIR,
     RESULTS_DIR,
+    AnalysisView,
+    committed_run_roots,
+    local_view,
     logs_root,
     mismatch_root,
     mismatch_roots,
+    published_view,
     reference_root,
     runs_root,
 )
 
 
+def _view(args) -> AnalysisView:
+    """Return the view ``args`` select: the published logs with --published, else the local runs."""
+    return published_view() if getattr(args, "published", False) else local_view()
+
+
+def _results_dir(args) -> Path:
+    """Return the folder of the collected table and the tables: --results, else the view's."""
+    return Path(args.results) if args.results is not None else _view(args).results
+
+
 def _table(args):
-    """Return the table from --runs paths, else the collected one, else the runs root read directly."""
+    """Return the table from --runs paths, else the collected one, else the view's runs read directly.
+
+    A view without any run is a UserError that says where the other view's outputs are.
+    """
     from precision_rl.analysis import logs
 
     if args.runs:
         return logs.load_runs([Path(p) for p in args.runs])
-    if (Path(args.results) / logs.METRICS_FILE).is_file():
-        return logs.read_table(args.results)
-    print(f"note: no collected table in {args.results}; reading {runs_root()} and {logs_root()} directly", file=sys.stderr)
-    return logs.load_runs(None)
+    results, view = _results_dir(args), _view(args)
+    if (results / logs.METRICS_FILE).is_file():
+        table = logs.read_table(results)
+    elif view.runs.is_dir() and logs.find_run_dirs(view.runs):
+        print(f"note: no collected table in {results}; reading {view.runs} directly", file=sys.stderr)
+        table = logs.load_runs([view.runs])
+    else:
+        table = None
+    if table is None or table.runs.empty:
+        hint = ("the committed results are in results/ and paper_figures/ (`make published-results` redraws them, "
+                "`make check-published` judges them)" if view.name == "local"
+                else "publish finished runs with `make publish EXP=...`")
+        raise UserError(f"no runs under {view.runs} ({view.name} runs): {hint}")
+    return table
+
+
+def _refuse_committed(args, *targets: Path | None) -> None:
+    """Raise a UserError when the local view would write into the committed results/ or paper_figures/."""
+    if getattr(args, "published", False):
+        return
+    for target in targets:
+        if target is None:
+            continue
+        resolved = Path(target).resolve()
+        if any(resolved.is_relative_to(root) for root in (RESULTS_DIR, FIGURES_DIR)):
+            raise UserError(f"{target} holds committed results, written from the published logs only: local runs "
+                            "write under runs/_analysis/ (add --published to redraw from results/logs)")
+
+
+def _mismatch_dirs(args) -> list[Path]:
+    """Return the offline mismatch folders: --mismatch, else the view's."""
+    return list(args.mismatch) if args.mismatch else [_view(args).mismatch]
 
 
 def _figure_data(args):
     """Return the FigureData of ``args``: the run table and the offline mismatch folders."""
     from precision_rl.analysis.figures import FigureData
 
-    return FigureData(_table(args), args.mismatch or mismatch_roots())
+    return FigureData(_table(args), _mismatch_dirs(args))
+
+
+def _add_view(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--published", action="store_true",
+                        help="the published logs (results/logs) and the committed outputs (results/, paper_figures/) "
+                             "instead of the local runs (runs/) and their outputs (runs/_analysis/)")
 
 
 def _add_source(parser: argparse.ArgumentParser, mismatch: bool = False) -> None:
-    parser.add_argument("--results", type=Path, default=RESULTS_DIR,
-                        help="folder holding the collected metrics.parquet (default: results/)")
+    _add_view(parser)
+    parser.add_argument("--results", type=Path,
+                        help="folder holding the collected metrics.parquet (default: runs/_analysis, with "
+                             "--published results/)")
     parser.add_argument("--runs", nargs="+", metavar="PATH",
                         help="read these run directories / wandb CSVs instead of the collected table")
     if mismatch:
         parser.add_argument("--mismatch", type=Path, nargs="+",
                             help="offline mismatch result folders, the first drawn where two hold the same result "
-                                 "(default: <runs root>/mismatch and the published results/logs/mismatch)")
+                                 "(default: runs/mismatch, with --published results/logs/mismatch)")
 
 
 def cmd_collect(args) -> int:
@@ -59,10 +113,12 @@ def cmd_collect(args) -> int:
     started = time.perf_counter()
     sources = list(args.paths)
     if args.root is not None or not sources:
-        sources[:0] = logs.run_dirs_under(args.root or runs_root())
+        sources[:0] = logs.run_dirs_under(args.root or _view(args).runs)
     options = {k: getattr(args, k) for k in ("experiment", "precision", "seed") if getattr(args, k) is not None}
+    out = args.out or _view(args).results
+    _refuse_committed(args, out)
     table = logs.load_runs(sources, wandb_scale=args.wandb_scale, **options) if sources else logs.build_table([])
-    written = logs.save_table(table, args.out, csv_too=not args.no_csv)
+    written = logs.save_table(table, out, csv_too=not args.no_csv)
     print(f"{len(table.runs)} runs, {len(table.metrics):,} values -> {', '.join(map(str, written))} "
           f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
     return 0
@@ -72,7 +128,8 @@ def cmd_figure(args) -> int:
     """Draw one figure at one scale; return 0."""
     from precision_rl.analysis.figures import draw_figure, figure_path
 
-    out = args.out or figure_path(FIGURES_DIR, args.scale, args.figure)
+    out = args.out or figure_path(_view(args).figures, args.scale, args.figure)
+    _refuse_committed(args, out)
     png, pdf = draw_figure(_figure_data(args), args.figure, args.scale, out)
     print(f"wrote {png} and {pdf}", file=sys.stderr)
     return 0
@@ -83,8 +140,10 @@ def cmd_figures(args) -> int:
     from precision_rl.analysis.figures import draw_all
 
     started = time.perf_counter()
-    written = draw_all(_figure_data(args), args.out, args.scale, args.only)
-    print(f"{len(written)} figures (PNG + PDF) in {args.out} ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+    out = args.out or _view(args).figures
+    _refuse_committed(args, out)
+    written = draw_all(_figure_data(args), out, args.scale, args.only)
+    print(f"{len(written)} figures (PNG + PDF) in {out} ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
     return 0
 
 
@@ -97,16 +156,17 @@ def cmd_tables(args) -> int:
     from precision_rl.analysis.readme_blocks import README_SCALE, update_readme
     from precision_rl.analysis.tables import summarize, to_markdown, write_summary
 
+    _refuse_committed(args, args.out or _results_dir(args), args.readme)
     table = _table(args)
     summary = summarize(table)
     comparison = paper_compare.compare_summary(summary)
     paired = pairs.pair_runs(summary)
     grid = progress.grid_progress(summary)
-    out = args.out or args.results
+    out = args.out or _results_dir(args)
     written = [*write_summary(summary, out), *paper_compare.write_comparison(comparison, out),
                *inference_table.write_inference_table(inference_table.inference_table(table), out),
                *pairs.write_pairs(paired, out), *progress.write_progress(grid, out),
-               *mismatch_scaling.write_width(mismatch_scaling.width_table(args.mismatch or mismatch_roots()), out)]
+               *mismatch_scaling.write_width(mismatch_scaling.width_table(_mismatch_dirs(args)), out)]
     blocks = [(pairs.README_BLOCK, pairs.scale_section(paired, README_SCALE)),
               (progress.README_BLOCK, progress.scale_section(grid, README_SCALE))]
     if args.readme and update_readme(args.readme, blocks):
@@ -117,29 +177,26 @@ def cmd_tables(args) -> int:
     return 0
 
 
-def _reference():
-    """Return the table of the committed reference runs, or None where there are none."""
+def _committed_runs():
+    """Return the table of the committed runs (published logs and reference runs), or None where there are none."""
     from precision_rl.analysis import logs
-    from precision_rl.launch import runs
 
-    root = reference_root()
-    if not root.is_dir() or not any(root.rglob(runs.MANIFEST)):
-        return None
-    return logs.load_runs([root], progress=False)
+    roots = [r for r in committed_run_roots() if r.is_dir() and logs.find_run_dirs(r)]
+    return logs.load_runs(roots, progress=False) if roots else None
 
 
 def cmd_check(args) -> int:
     """Apply the pass criteria; return 0 when nothing fails, 1 otherwise."""
     from precision_rl.analysis.checks import failures, format_results, run_checks
 
-    results = run_checks(_table(args), args.run or None, args.scale, reference=_reference())
+    results = run_checks(_table(args), args.run or None, args.scale, reference=_committed_runs())
     print(format_results(results))
     failed = failures(results)
     for r in failed:
         value = "n/a" if r.value is None else f"{r.value:.4g}"
         print(f"FAILED {r.rule}: {r.run} ({r.scale}) value {value} {r.bound} - {r.note}", file=sys.stderr)
     n_runs = len({(r.scale, r.run) for r in results})
-    print(f"{n_runs} runs, {len(results)} checks: {len(failed)} failed, "
+    print(f"{n_runs} {_view(args).name} runs, {len(results)} checks: {len(failed)} failed, "
           f"{sum(r.status == 'skip' for r in results)} skipped", file=sys.stderr)
     return 1 if failed else 0
 
@@ -162,13 +219,14 @@ def cmd_publish(args) -> int:
             raise UserError(f"{run_dir / runs.MANIFEST}: not a run manifest ({exc})") from None
         if args.run and not any(fnmatchcase(name, p) for name in names for p in args.run):
             continue
-        if problem := publish_problem(manifest):
+        if problem := publish_problem(manifest, registered_only=not args.reference):
             print(f"skipped ({problem}): {run_dir}", file=sys.stderr)
         else:
             chosen.append(run_dir)
     if not chosen:
         raise UserError(f"no finished run under {root} matches {' '.join(args.run) or 'anything'}")
-    for target in publish_runs(chosen, args.out or logs_root()):
+    out = args.out or (reference_root() if args.reference else logs_root())
+    for target in publish_runs(chosen, out, registered_only=not args.reference):
         print(target)
     return 0
 
@@ -194,9 +252,10 @@ def add_parsers(sub) -> None:
     collect = sub.add_parser("collect", help="collect run logs into results/metrics.{parquet,csv} and runs.csv")
     collect.add_argument("paths", nargs="*", type=Path,
                          help="run directories, folders of runs, or wandb CSV exports (default: the runs root)")
-    collect.add_argument("--root", type=Path, help="the runs root to read when no paths are given "
-                         "(default: $PRECISION_RL_RUNS or runs/, and the published logs in results/logs/)")
-    collect.add_argument("--out", type=Path, default=RESULTS_DIR, help="output folder (default: results/)")
+    _add_view(collect)
+    collect.add_argument("--root", type=Path, help="the folder of runs to read when no paths are given "
+                         "(default: $PRECISION_RL_RUNS or runs/, with --published results/logs/)")
+    collect.add_argument("--out", type=Path, help="output folder (default: runs/_analysis, with --published results/)")
     collect.add_argument("--wandb-scale", default=PAPER, choices=SCALES,
                          help="scale of runs read from wandb CSVs (default: paper)")
     collect.add_argument("--experiment", help="experiment of a wandb run not named <experiment>-<precision>-s<seed>")
@@ -209,12 +268,15 @@ def add_parsers(sub) -> None:
     figure.add_argument("figure", help="the figure's name, as its script under analysis/ (e.g. fig1_training_reward)")
     figure.add_argument("--scale", required=True, choices=SCALES)
     _add_source(figure, mismatch=True)
-    figure.add_argument("--out", type=Path, help="PNG path (default: paper_figures/<scale>/<figure>.png)")
+    figure.add_argument("--out", type=Path, help="PNG path (default: runs/_analysis/figures/<scale>/<figure>.png, "
+                                                 "with --published paper_figures/<scale>/<figure>.png)")
     figure.set_defaults(func=cmd_figure)
 
-    figures = sub.add_parser("figures", help="draw every figure at both scales into paper_figures/<scale>/")
+    figures = sub.add_parser("figures", help="draw every figure at both scales into runs/_analysis/figures/<scale>/ "
+                                             "(with --published: paper_figures/<scale>/)")
     _add_source(figures, mismatch=True)
-    figures.add_argument("--out", type=Path, default=FIGURES_DIR, help="output folder (default: paper_figures/)")
+    figures.add_argument("--out", type=Path, help="output folder (default: runs/_analysis/figures, with --published "
+                                                  "paper_figures/)")
     figures.add_argument("--scale", nargs="+", choices=SCALES, default=list(SCALES))
     figures.add_argument("--only", nargs="+", metavar="FIGURE", help="draw only these figures (names as under analysis/)")
     figures.set_defaults(func=cmd_figures)
@@ -231,7 +293,9 @@ def add_parsers(sub) -> None:
                                                     "and grid block (the runs planned and finished)")
     tables.set_defaults(func=cmd_tables)
 
-    check = sub.add_parser("check", help="apply the paper's pass criteria to runs; exit 1 on any failure")
+    check = sub.add_parser("check", help="apply the paper's pass criteria to runs (the local ones, with --published "
+                                         "the published ones), each placed in the committed band of its "
+                                         "configuration; exit 1 on any failure")
     check.add_argument("run", nargs="*", help="run names, experiment names, globs or run directories (default: all)")
     check.add_argument("--scale", default="auto", choices=SCALE_CHOICES, help="only runs at this scale (auto: all)")
     _add_source(check)
@@ -241,6 +305,10 @@ def add_parsers(sub) -> None:
     publish.add_argument("run", nargs="*", help="run names or experiment names, globs allowed (default: every run)")
     publish.add_argument("--root", type=Path, help="the runs root (default: $PRECISION_RL_RUNS or runs/)")
     publish.add_argument("--out", type=Path, help="where to publish (default: $PRECISION_RL_LOGS or results/logs/)")
+    publish.add_argument("--reference", action="store_true",
+                         help="publish as a reference run into results/reference/ (default --out): runs with extra "
+                              "overrides are allowed there, e.g. the slow tier's 2-step regression gate; figures "
+                              "never read them")
     publish.set_defaults(func=cmd_publish)
     publish_mm = sub.add_parser("publish-mismatch", help="copy offline mismatch results into results/logs/mismatch/ "
                                                          "(committed; self pairs, tables as CSV)")

@@ -12,7 +12,8 @@ attempt) and wandb CSV exports of runs made elsewhere. Rules:
 - A truncated last line (a run killed mid-write) is skipped with a warning; a malformed line anywhere else is a
   UserError naming the file and line.
 - Metric names outside the known families, and non-numeric values, draw one warning per load and never stop it.
-- Two run directories with the same identity (scale, run name) keep the newer one, with a warning.
+- Two run directories with the same identity (scale, run name) keep the newer one, with a warning naming both.
+- Each run carries its configuration (``runs.configuration_key``): checks compare only runs of one configuration.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_dir, atomic_path
 from precision_rl.launch import runs
 from precision_rl.metrics import is_known
-from precision_rl.paths import MISMATCH_DIR, logs_root, runs_root
+from precision_rl.paths import ANALYSIS_DIR, MISMATCH_DIR, runs_root
 
 try:  # orjson is ~5x faster than json; verl's own file logger writes with it
     from orjson import loads as _loads
@@ -44,7 +45,7 @@ except ImportError:  # pragma: no cover - orjson comes with verl's dependencies
 COLUMNS = ("run", "scale", "experiment", "algorithm", "precision_train", "precision_infer", "seed", "step",
            "metric", "value")
 RUN_COLUMNS = ("run", "scale", "experiment", "algorithm", "precision_train", "precision_infer", "seed", "status",
-               "wall_time_s", "source")
+               "wall_time_s", "source", "config", "numerics")
 METRICS_FILE = "metrics.parquet"
 METRICS_CSV = "metrics.csv"
 RUNS_CSV = "runs.csv"
@@ -97,7 +98,7 @@ def _manifest_info(run_dir: Path) -> RunInfo:
                        algorithm=str(doc.get("algorithm") or UNKNOWN), precision_train=str(prec["train"]),
                        precision_infer=str(prec["infer"]), seed=int(seed), status=runs.effective_status(doc),
                        wall_time_s=_attempts_seconds(doc.get("attempts") or []), source=str(run_dir),
-                       created=str(doc.get("created") or run_dir.name))
+                       created=str(doc.get("created") or run_dir.name), config=runs.configuration_key(doc), numerics=runs.numerics_key(doc))
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"{run_dir / runs.MANIFEST}: missing or bad field {exc} (needs run_name, experiment, scale, "
                         "precision {train, infer}, seed)") from None
@@ -137,42 +138,44 @@ def load_run_dir(run_dir: Path) -> RunMetrics:
 
 def find_run_dirs(root: Path) -> list[Path]:
     """Return every run directory (a folder holding ``manifest.json``) under ``root``, sorted; the offline
-    mismatch tool's results (``<root>/mismatch/``, read by ``mismatch_results``) are not training runs."""
+    mismatch tool's results (``<root>/mismatch/``, read by ``mismatch_results``) and the local analysis outputs
+    (``<root>/_analysis/``) are not training runs."""
     root = Path(root)
     return sorted(p.parent for p in root.rglob(runs.MANIFEST)
-                  if MISMATCH_DIR not in p.relative_to(root).parts[:1])
+                  if not {MISMATCH_DIR, ANALYSIS_DIR} & set(p.relative_to(root).parts[:1]))
 
 
 def default_run_dirs() -> list[Path]:
-    """Return the run directories under the runs root, then those published under results/logs (either may be absent)."""
+    """Return the run directories under the runs root (the local runs; none where it is absent)."""
     return run_dirs_under(runs_root())
 
 
 def run_dirs_under(root: Path) -> list[Path]:
-    """Return the run directories under ``root`` (a runs root), then those of the published logs."""
-    return [d for r in (Path(root), logs_root()) if r.is_dir() for d in find_run_dirs(r)]
+    """Return the run directories under ``root`` (none where it is absent)."""
+    return find_run_dirs(root) if Path(root).is_dir() else []
 
 
-def publish_problem(manifest: dict) -> str | None:
-    """Return why a run may not be published (unfinished, or not the experiment as registered), or None."""
+def publish_problem(manifest: dict, registered_only: bool = True) -> str | None:
+    """Return why a run may not be published (unfinished, or, where ``registered_only``, not the experiment as
+    registered), or None."""
     status = runs.effective_status(manifest)
     if status != runs.FINISHED:
         return f"{status}, not finished"
-    if manifest.get("extra_overrides"):
+    if registered_only and manifest.get("extra_overrides"):
         return f"run with extra overrides {' '.join(manifest['extra_overrides'])}, not the registered experiment"
     return None
 
 
-def publish_runs(run_dirs: list[Path], dest: Path) -> list[Path]:
+def publish_runs(run_dirs: list[Path], dest: Path, registered_only: bool = True) -> list[Path]:
     """Copy each run's manifest and metrics files into ``dest`` (the same relative layout); return the copies.
 
-    Only finished runs of an experiment as registered are published. A run published before is replaced by its
-    current logs (a resumed run's logs grow).
+    Only finished runs are published, and where ``registered_only`` only runs of an experiment as registered. A run
+    published before is replaced by its current logs (a resumed run's logs grow).
     """
     out = []
     for run_dir in map(Path, run_dirs):
         manifest = runs.read_manifest(run_dir)
-        if problem := publish_problem(manifest):
+        if problem := publish_problem(manifest, registered_only):
             raise UserError(f"{run_dir} is not published: {problem}")
         target = dest / manifest["scale"] / manifest["experiment"] / run_dir.parent.name / run_dir.name
         with atomic_dir(target) as tmp:
@@ -350,6 +353,10 @@ def read_table(out_dir: Path) -> RunTable:
         if not isinstance(metrics[col].dtype, pd.CategoricalDtype):
             metrics[col] = metrics[col].astype("category")
     runs_path = out_dir / RUNS_CSV
-    runs_df = (pd.read_csv(runs_path, dtype={"run": str, "status": str, "source": str})
+    runs_df = (pd.read_csv(runs_path, dtype={"run": str, "status": str, "source": str, "config": str,
+                                                   "numerics": str})
                if runs_path.is_file() and runs_path.stat().st_size else pd.DataFrame(columns=list(RUN_COLUMNS)))
+    for column in ("config", "numerics"):  # a table collected before runs carried them
+        if column not in runs_df:
+            runs_df[column] = UNKNOWN
     return RunTable(metrics, runs_df)

@@ -27,12 +27,11 @@ Verdicts, in this order:
   the scale's first validation set is not the paper's (the tiny set is not AIME 2024).
 - "pending (no runs)": an experiment feeding an arm has no finished run with the statistic; the note names the
   ``make grid`` that runs it.
-- "reproduced in direction": the difference of the arms' means has the paper's sign and the min–max bands do not
-  overlap.
-- "not reproduced": the sign is the opposite ("opposite sign"), or the bands overlap ("bands overlap"; bands that
-  touch overlap).
-
-An arm of one run has a point for a band: the rules still apply, and the note says "1 seed".
+- "no difference resolved at this scale": an arm has fewer than ``MIN_RUNS`` runs (no band: "1 seed"), or the
+  min–max bands overlap (bands that touch overlap); the note gives the difference of the means and the difference
+  bands this wide could resolve (the mean of the two bands' widths).
+- "reproduced in direction": the bands are apart and the difference of the arms' means has the paper's sign.
+- "not reproduced": the bands are apart and the sign is the opposite ("opposite sign").
 """
 
 from __future__ import annotations
@@ -72,19 +71,22 @@ REPRODUCED = "reproduced in direction"
 NOT_REPRODUCED = "not reproduced"
 NOT_COMPARABLE = "not comparable at this scale"
 PENDING = "pending (no runs)"
-VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE, PENDING)
-OPPOSITE_SIGN, NO_DIFFERENCE, BANDS_OVERLAP, ONE_SEED = "opposite sign", "no difference", "bands overlap", "1 seed"
+NOT_RESOLVED = "no difference resolved at this scale"
+VERDICTS = (REPRODUCED, NOT_REPRODUCED, NOT_RESOLVED, NOT_COMPARABLE, PENDING)
+OPPOSITE_SIGN, BANDS_OVERLAP, ONE_SEED = "opposite sign", "bands overlap", "1 seed"
+MIN_RUNS = 2  # the fewest runs of an arm that make a band
 ASSUMED_REWARD = ("absolute levels rest on the suite's assumed template, data and reward (docs/sources.md#assumptions): "
                   "compare the arms, not the level")
 VERDICT_RULES = (
     f"*{NOT_COMPARABLE}*: the quantity has no counterpart at this scale (the reason is in the note).",
     f"*{PENDING}*: an experiment feeding an arm has no finished run with the statistic; the note names the "
     "`make grid` that runs it.",
-    f"*{REPRODUCED}*: the FP16 − BF16 difference of the arms' means has the paper's sign and the min–max bands over "
-    "runs do not overlap.",
-    f"*{NOT_REPRODUCED}*: the sign is the opposite (note \"{OPPOSITE_SIGN}\"), or the bands overlap (note "
-    f"\"{BANDS_OVERLAP}\"; bands that touch overlap).",
-    f"An arm of one run has a point for a band: the rules still apply and the note says \"{ONE_SEED}\".",
+    f"*{REPRODUCED}*: the min–max bands over runs are apart and the FP16 − BF16 difference of the arms' means has the "
+    "paper's sign.",
+    f"*{NOT_REPRODUCED}*: the bands are apart and the sign is the opposite (note \"{OPPOSITE_SIGN}\").",
+    f"*{NOT_RESOLVED}*: the bands overlap (bands that touch overlap), or an arm has fewer than {MIN_RUNS} runs "
+    f"(note \"{ONE_SEED}\": no band); the note gives the difference of the means and the smallest difference bands "
+    "this wide could resolve (the mean of the two bands' widths).",
 )
 
 
@@ -291,20 +293,22 @@ def not_comparable_reason(comparison: PaperComparison, scale: str, experiments: 
     return None
 
 
+def _num(value: float) -> str:
+    return f"{value:.3f}" if 1e-2 <= abs(value) < 100 else f"{value:.2g}"
+
+
 def verdict(fp16: ArmValues, bf16: ArmValues, higher: str) -> tuple[str, str]:
     """Return the verdict and its note for two arms that both have values, the paper showing ``higher`` higher."""
     diff = fp16.mean - bf16.mean
     right_sign = diff > 0 if higher == "fp16" else diff < 0
-    overlap = fp16.low <= bf16.high and bf16.low <= fp16.high
-    notes: list[str] = []
-    if not right_sign:
-        notes.append(OPPOSITE_SIGN if diff != 0 else NO_DIFFERENCE)
-    if overlap:
-        notes.append(BANDS_OVERLAP)
-    single = [a.label for a in (fp16, bf16) if a.n == 1]
+    single = [a.label for a in (fp16, bf16) if a.n < MIN_RUNS]
     if single:
-        notes.append(ONE_SEED if len(single) == 2 else f"{ONE_SEED} ({single[0]})")
-    return (REPRODUCED if right_sign and not overlap else NOT_REPRODUCED), "; ".join(notes)
+        return NOT_RESOLVED, f"{ONE_SEED} ({', '.join(single)}): no band"
+    if fp16.low > bf16.high or bf16.low > fp16.high:
+        return (REPRODUCED, "") if right_sign else (NOT_REPRODUCED, OPPOSITE_SIGN)
+    resolvable = ((fp16.high - fp16.low) + (bf16.high - bf16.low)) / 2
+    return NOT_RESOLVED, (f"{BANDS_OVERLAP}: FP16 − BF16 = {_num(diff)}; bands this wide resolve a difference "
+                          f"above ~{_num(resolvable)}")
 
 
 def pending_note(arms: list[ArmValues], scale: str) -> str:

@@ -31,6 +31,8 @@ class RunInfo:
     wall_time_s: float | None = None
     source: str = ""
     created: str = ""
+    config: str = UNKNOWN  # runs.configuration_key of the manifest: equal for runs of one configuration
+    numerics: str = UNKNOWN  # runs.numerics_key: equal for runs whose arithmetic is the same (GEMMs, CPU flags)
 
     @property
     def precision(self) -> str:

@@ -115,6 +115,46 @@ def read_manifest(run_dir: Path) -> dict:
     return json.loads((Path(run_dir) / MANIFEST).read_text())
 
 
+# The parts of a manifest that make two runs the same configuration (apart from precision arm and seed). The spec's
+# prose (description, sources), its lists of arms and seeds and the other scale's values do not change a run, nor do
+# the overrides that only say where outputs go; the machine, the code version and the package versions are left out
+# on purpose, so that a rerun elsewhere or after a change is compared with the committed band of its configuration
+# (which is how a change that moves the numbers shows).
+CONFIGURATION_SPEC_FIELDS = ("model", "template", "grader", "data", "backend", "resources", "hyper", "algorithm")
+OUTPUT_ONLY_OVERRIDES = ("trainer.rollout_data_dir", "trainer.validation_data_dir", "trainer.default_local_dir",
+                         "trainer.save_freq", "trainer.max_actor_ckpt_to_keep", "trainer.logger")
+KEY_LENGTH = 12
+REPO_PLACEHOLDER = "<repo>"
+
+
+def _short_hash(parts: dict) -> str:
+    import hashlib
+
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:KEY_LENGTH]
+
+
+def configuration_key(doc: dict) -> str:
+    """Return a short hash naming a run's configuration: scale, experiment, the spec's fields that shape the run,
+    the extra overrides (output locations dropped, paths inside the repository made relative) and the tiny
+    instrument (model weights and problem list) of manifest ``doc``."""
+    spec = doc.get("spec") or {}
+    extra = [o.replace(str(REPO_ROOT), REPO_PLACEHOLDER) for o in doc.get("extra_overrides") or []
+             if o.split("=", 1)[0].lstrip("+") not in OUTPUT_ONLY_OVERRIDES]
+    return _short_hash({"scale": doc.get("scale"), "experiment": doc.get("experiment"),
+                        "spec": {k: spec.get(k) for k in CONFIGURATION_SPEC_FIELDS}, "extra_overrides": sorted(extra),
+                        "tiny_instrument": doc.get("tiny_instrument")})
+
+
+def numerics_key(doc: dict) -> str:
+    """Return a short hash of what sets a run's arithmetic on its machine: the GEMM chosen per 16-bit format in each
+    engine, the CPU's matrix instructions and core count (GPU runs: the GPU names). Two runs of one configuration,
+    seed and numerics key log identical values unless the code or a package changed."""
+    platform, hardware = doc.get("platform") or {}, doc.get("hardware") or {}
+    return _short_hash({"gemm": {k: platform.get(k) for k in ("fp16_gemm", "bf16_gemm", "rollout_gemm")},
+                        "flags": hardware.get("matrix_flags"), "cores": hardware.get("cpu_count"),
+                        "gpus": hardware.get("gpus")})
+
+
 def write_manifest(run_dir: Path, doc: dict) -> Path:
     """Write ``doc`` as the run's manifest (atomically) and return its path."""
     path = Path(run_dir) / MANIFEST

@@ -7,6 +7,7 @@ from precision_rl.analysis import checks, logs
 from precision_rl.analysis.synthetic import write_run
 from precision_rl.cli import main
 from precision_rl.errors import UserError
+from precision_rl.launch import runs
 
 STEPS = 20
 
@@ -115,12 +116,14 @@ def test_command_exit_codes_and_named_rules(root, capsys):
     assert "2 failed" in err
 
 
-def _seeded(root, arm, finals, instrument=None):
+def _seeded(root, arm, finals, instrument=None, extra=None):
     """Write one sanity/grpo run per seed whose reward ends at ``finals[seed]`` (constant over 10 steps)."""
+    manifest = {**({"tiny_instrument": instrument} if instrument else {}),
+                **({"extra_overrides": extra} if extra else {})}
     for seed, final in finals.items():
         write_run(root, "tiny", "sanity/grpo", arm, seed, [[{"step": s, "data": {M.REWARD: final}}
                                                              for s in range(1, 11)]],
-                  manifest={"tiny_instrument": instrument} if instrument else None)
+                  manifest=manifest or None)
 
 
 def _verdict(results, arm):
@@ -141,14 +144,93 @@ def test_the_sanity_verdict_is_over_the_experiments_seeds(tmp_path):
     assert "other seed(s) [1, 7]" in partial.note
 
 
-def test_a_run_is_placed_in_the_reference_band_of_its_instrument(tmp_path):
+def test_a_run_is_placed_in_the_committed_band_of_its_configuration(tmp_path):
     instrument = {"model_weights_sha256": "a" * 64, "problem_list_sha256": "b" * 64}
     _seeded(tmp_path / "reference", "fp16", {42: 0.96, 1: 0.98, 7: 0.97}, instrument)
     _seeded(tmp_path / "other-instrument", "fp16", {42: 0.2}, {**instrument, "model_weights_sha256": "c" * 64})
+    _seeded(tmp_path / "shorter", "fp16", {1: 0.1}, instrument, extra=["trainer.total_training_steps=10"])
     _seeded(tmp_path / "mine", "fp16", {42: 0.955}, instrument)
-    reference = logs.load_runs([tmp_path / "reference", tmp_path / "other-instrument"], progress=False)
+    reference = logs.load_runs([tmp_path / "reference", tmp_path / "other-instrument", tmp_path / "shorter"],
+                               progress=False)
     results = checks.run_checks(logs.load_runs([tmp_path / "mine"], progress=False), reference=reference)
     note = by_rule(results, "sanity.grpo-fp16-s42")["sanity_reward"].note
-    assert "below the committed band 0.960-0.980 (seeds 1: 0.980, 7: 0.970, 42: 0.960)" in note
+    assert "below the committed band 0.960-0.980 (seeds 1: 0.980, 7: 0.970, 42: 0.960; runs " in note
+    assert note.count(str(tmp_path / "reference")) == 3 and "other-instrument" not in note and "shorter" not in note
     alone = checks.run_checks(logs.load_runs([tmp_path / "other-instrument"], progress=False), reference=reference)
-    assert "no committed reference run" in by_rule(alone, "sanity.grpo-fp16-s42")["sanity_reward"].note
+    assert "no committed run of this configuration" in by_rule(alone, "sanity.grpo-fp16-s42")["sanity_reward"].note
+
+
+def test_pairs_and_verdicts_use_only_runs_of_one_configuration_and_name_them(tmp_path):
+    # A full-length local FP16 run beside a 10-step BF16 run with other settings: no pair, and the verdict over
+    # seeds of the FP16 configuration does not count the other run.
+    _seeded(tmp_path / "runs", "fp16", {42: 0.97})
+    _seeded(tmp_path / "runs", "bf16", {42: 0.3}, extra=["trainer.total_training_steps=10"])
+    _seeded(tmp_path / "runs", "fp16", {1: 0.2}, extra=["trainer.total_training_steps=10"])
+    table = logs.load_runs([tmp_path / "runs"], progress=False)
+    configs = dict(zip(table.runs["run"], table.runs["config"], strict=True))
+    assert configs["sanity.grpo-fp16-s42"] != configs["sanity.grpo-fp16-s1"] == configs["sanity.grpo-bf16-s42"]
+    results = checks.run_checks(table, ["sanity.grpo-fp16-s42"])
+    rules = by_rule(results, "sanity.grpo-fp16-s42")
+    assert rules["fp16_vs_bf16"].status == "skip"
+    assert configs["sanity.grpo-fp16-s42"] in rules["fp16_vs_bf16"].note
+    verdict = _verdict(results, "fp16")
+    assert "over 1 seed(s) (42: 0.970)" in verdict.note and configs["sanity.grpo-fp16-s42"] in verdict.note
+    assert "s42-" in verdict.note and "s1-" not in verdict.note
+    shorter = checks.run_checks(table, ["sanity.grpo-fp16-s1"])
+    assert "over 1 seed(s) (1: 0.200)" in _verdict(shorter, "fp16").note
+    paired = by_rule(shorter, "sanity.grpo-fp16-s1")  # paired with the BF16 run of its configuration
+    assert "fp16_vs_bf16" not in paired and "fp16_vs_bf16/token_kl" in paired
+
+
+def _gate_run(root, seed, rewards, kl, stamp="20260101T000000Z", hardware=None):
+    """Write one FP16 sanity/grpo run logging ``rewards`` (one per step) and a constant token KL ``kl``."""
+    records = [{"step": s, "data": {M.REWARD: r, M.TOKEN_KL_K3: kl, M.STEP_TIME: 10.0 + s}}
+               for s, r in enumerate(rewards, start=1)]
+    write_run(root, "tiny", "sanity/grpo", "fp16", seed, [records], stamp=stamp,
+              manifest={"hardware": hardware or {"matrix_flags": ["avx2"], "cpu_count": 2}})
+
+
+def test_the_regression_gate_places_a_run_in_the_committed_band_and_wants_a_repeat_exact(tmp_path):
+    committed = tmp_path / "committed"
+    curve = [0.9, 0.95, 0.96, 0.97, 0.96, 0.97]
+    for seed, shift, kl in ((42, 0.0, 1e-5), (1, 0.01, 2e-5), (7, -0.01, 1.5e-5)):
+        _gate_run(committed, seed, [r + shift for r in curve], kl)
+    reference = logs.load_runs([committed], progress=False)
+
+    def gate(name, rewards, kl, seed=42, hardware=None):
+        _gate_run(tmp_path / name, seed, rewards, kl, stamp="20260202T000000Z", hardware=hardware)
+        results = checks.run_checks(logs.load_runs([tmp_path / name], progress=False), reference=reference)
+        return {r.rule: r for r in results if r.rule.startswith("regression/")}
+
+    same = gate("same", curve, 1e-5)  # the same seed, numerics and values; only the step time differs
+    assert {rule: r.status for rule, r in same.items()} == {
+        "regression/reward": "pass", "regression/token_kl": "pass", "regression/repeat": "pass"}
+    assert "committed/tiny/sanity/grpo/fp16/s42-" in same["regression/repeat"].note
+    moved = gate("moved", [*curve[:-1], 0.9], 1e-5)
+    assert moved["regression/repeat"].status == "fail" and M.REWARD in moved["regression/repeat"].note
+    assert moved["regression/reward"].status == "pass"  # 0.948 is inside the band's margin
+    elsewhere = gate("elsewhere", [*curve[:-1], 0.9], 1e-5, hardware={"matrix_flags": ["amx_fp16"], "cpu_count": 2})
+    assert "regression/repeat" not in elsewhere  # other numerics: no exact repeat to expect
+    low = gate("low", [0.5] * 6, 1e-5, seed=5)
+    assert low["regression/reward"].status == "fail" and "regression/repeat" not in low
+    assert "band 0.952-0.972 ± 0.10" in low["regression/reward"].note
+    kl = gate("kl", curve, 1e-3, seed=5)
+    assert kl["regression/token_kl"].status == "fail" and kl["regression/reward"].status == "pass"
+    unmatched = tmp_path / "unmatched"
+    write_run(unmatched, "tiny", "sanity/grpo", "fp16", 42, [[{"step": 1, "data": {M.REWARD: 0.1}}]],
+              manifest={"extra_overrides": ["trainer.total_training_steps=1"]})
+    results = checks.run_checks(logs.load_runs([unmatched], progress=False), reference=reference)
+    assert not [r for r in results if r.rule.startswith("regression/")]  # no committed run of its configuration
+
+
+def test_output_locations_and_the_clone_path_do_not_change_a_configuration():
+    from precision_rl.paths import REPO_ROOT
+
+    base = {"scale": "tiny", "experiment": "sanity/grpo", "spec": {"hyper": {"lr": 1e-4}, "description": "x"},
+            "extra_overrides": [f"reward.custom_reward_function.path={REPO_ROOT}/tests/r.py"]}
+    moved = {**base, "spec": {"hyper": {"lr": 1e-4}, "description": "y"},
+             "extra_overrides": ["reward.custom_reward_function.path=<repo>/tests/r.py", "trainer.save_freq=5",
+                                 "trainer.rollout_data_dir=/tmp/x"]}
+    assert runs.configuration_key(base) == runs.configuration_key(moved)
+    assert runs.configuration_key(base) != runs.configuration_key({**base, "spec": {"hyper": {"lr": 2e-4}}})
+    assert runs.configuration_key(base) != runs.configuration_key({**base, "extra_overrides": ["data.seed=1"]})

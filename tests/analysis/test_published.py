@@ -23,7 +23,7 @@ def test_every_committed_figure_names_only_published_runs():
     for scale in SCALES:
         figures = sorted((paths.FIGURES_DIR / scale).glob("*.png"))
         record = paths.FIGURES_DIR / scale / RUN_SOURCES
-        assert record.is_file(), f"{record} is missing: redraw with `make figures`"
+        assert record.is_file(), f"{record} is missing: redraw with `make published-results`"
         sources = json.loads(record.read_text())
         assert sorted(sources) == sorted(f.stem for f in figures)
         for figure, dirs in sources.items():
@@ -36,7 +36,6 @@ def test_every_committed_figure_names_only_published_runs():
                     assert (run_dir / runs.MANIFEST).is_file() and runs.attempt_files(run_dir), rel
 
 
-TABLES = "make tables RUNS_DIR=results/logs"
 PUBLISHED_RESULTS = "make published-results"
 
 
@@ -64,11 +63,11 @@ def assert_committed(fresh: tuple, committed_csv: str, committed_md: str, rewrit
 
 def test_the_committed_comparison_with_the_paper_is_the_one_the_published_logs_give(published_summary, tmp_path):
     fresh = paper_compare.write_comparison(paper_compare.compare_summary(published_summary), tmp_path)
-    assert_committed(fresh, paper_compare.COMPARISON_CSV, paper_compare.COMPARISON_MD, TABLES)
+    assert_committed(fresh, paper_compare.COMPARISON_CSV, paper_compare.COMPARISON_MD, PUBLISHED_RESULTS)
 
 
 def test_the_committed_run_summary_is_the_one_the_published_logs_give(published_summary, tmp_path):
-    assert_committed(tables.write_summary(published_summary, tmp_path), tables.SUMMARY_CSV, tables.SUMMARY_MD, TABLES)
+    assert_committed(tables.write_summary(published_summary, tmp_path), tables.SUMMARY_CSV, tables.SUMMARY_MD, PUBLISHED_RESULTS)
 
 
 def test_the_committed_pairs_and_the_readme_block_are_the_ones_the_published_logs_give(published_summary, tmp_path):
@@ -92,12 +91,12 @@ def test_the_committed_grid_progress_and_its_readme_block_are_the_ones_the_publi
 def test_the_committed_table2_is_the_one_the_published_logs_give(published_table, tmp_path):
     fresh = inference_table.inference_table(published_table)
     assert_committed(inference_table.write_inference_table(fresh, tmp_path), inference_table.INFERENCE_CSV,
-                     inference_table.INFERENCE_MD, TABLES, blank_is_text=True)
+                     inference_table.INFERENCE_MD, PUBLISHED_RESULTS, blank_is_text=True)
 
 
 def test_the_committed_width_table_is_the_one_the_published_mismatch_results_give(tmp_path):
     fresh = mismatch_scaling.write_width(mismatch_scaling.width_table(paths.LOGS_DIR / paths.MISMATCH_DIR), tmp_path)
-    assert_committed(fresh, mismatch_scaling.WIDTH_CSV, mismatch_scaling.WIDTH_MD, TABLES)
+    assert_committed(fresh, mismatch_scaling.WIDTH_CSV, mismatch_scaling.WIDTH_MD, PUBLISHED_RESULTS)
 
 
 @pytest.fixture
@@ -124,12 +123,16 @@ def test_publishing_copies_the_logs_and_the_copy_reads_as_the_run(finished_and_i
     with pytest.raises(UserError, match="not the registered experiment"):
         publish_runs([tuned], published)
     shutil.rmtree(tuned)
-    both = load_runs(run_dirs_under(root))  # a run and its published copy count once, silently
+    local = load_runs(run_dirs_under(root))  # the local runs only: the published copy is not read beside them
+    assert sorted(local.runs["source"]) == sorted([str(done), str(cut)])
+    both = load_runs([root, published])  # a run and its published copy count once, silently
     assert len(both.runs) == 2
     shutil.rmtree(root)
-    alone = load_runs(run_dirs_under(root))
+    assert run_dirs_under(root) == []
+    alone = load_runs(run_dirs_under(published))
     assert list(alone.runs["run"]) == ["sanity.grpo-fp16-s1"]
-    assert len(alone.metrics) == len(load_runs([copy]).metrics) > 0
+    original = load_runs([copy]).metrics
+    assert len(alone.metrics) == len(original) > 0
 
 
 def test_a_figure_records_the_runs_it_drew_from(finished_and_interrupted, tmp_path):

@@ -4,7 +4,9 @@
 The runs use the shipped tiny model and a small generated problem set; verl's custom-reward hook loads
 ``parity_reward.py`` (a reward with a spread in every group, whatever the model answers). Each run is 2 steps of a
 shrunken profile. One GRPO run is repeated alone and must log the same metrics and generate the same samples; its
-BF16 twin computes its GEMMs by the emulated bf16 GEMM.
+BF16 twin computes its GEMMs by the emulated bf16 GEMM. The GRPO pair is the regression gate: it must stay in the band
+of the committed 2-step runs of its configuration (``results/reference/``), and repeat them exactly where its
+numerics are theirs.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +29,8 @@ import torch
 
 from precision_rl import cli, paths
 from precision_rl import metrics as M
-from precision_rl.analysis.logs import load_run_dir
+from precision_rl.analysis import checks
+from precision_rl.analysis.logs import load_run_dir, load_runs, publish_runs
 from precision_rl.launch import runs
 from precision_rl.launch.overrides import ROLLOUT
 from precision_rl.launch.supervise import SHM_DIR
@@ -79,6 +83,10 @@ SAVE_EVERY_STEP = "trainer.save_freq=1"
 REPEATED = ("sanity/grpo", "fp16")
 # The concurrent GRPO pair runs with bf16 GEMMs emulated (both engines), whatever this CPU has.
 GROUP_ENV = {GEMM_ENV["bf16"]: "emulated"}
+# `PRECISION_RL_WRITE_REFERENCE=1 pytest -m slow -k regression_gate tests/verl_ext/test_verl_runs.py` replaces the
+# committed 2-step reference runs with this machine's (after a change meant to move the numbers, or a new profile).
+WRITE_REFERENCE_ENV = "PRECISION_RL_WRITE_REFERENCE"
+GATED = [("sanity/grpo", "fp16"), ("sanity/grpo", "bf16")]
 
 
 def _rollouts(home: Path, experiment: str, arm: str, attempt: str) -> Path:
@@ -287,6 +295,28 @@ def _generations(folder: Path) -> dict[int, list[tuple]]:
         return sorted((d["input"], d["output"], d["score"]) for d in map(json.loads, path.read_text().splitlines()))
 
     return {int(p.stem): triples(p) for p in folder.glob("*.jsonl")}
+
+
+def test_the_regression_gate_holds_the_grpo_pair_to_the_committed_two_step_runs(verl_run):
+    fresh = [verl_run(*arm) for arm in GATED]
+    if os.environ.get(WRITE_REFERENCE_ENV) == "1":
+        for experiment in {e for e, _ in GATED}:
+            shutil.rmtree(paths.REFERENCE_DIR / "tiny" / experiment, ignore_errors=True)
+        written = publish_runs(fresh, paths.REFERENCE_DIR, registered_only=False)
+        pytest.skip(f"{WRITE_REFERENCE_ENV}=1: wrote the reference runs {', '.join(map(str, written))}")
+    reference = load_runs([paths.REFERENCE_DIR], progress=False)
+    table = load_runs(fresh, progress=False)
+    gate = [r for r in checks.run_checks(table, reference=reference) if r.rule.startswith("regression/")]
+    for run in table.runs.to_dict("records"):
+        rules = {r.rule: r for r in gate if r.run == run["run"]}
+        assert {"regression/reward", "regression/token_kl", "regression/mean_abs_diff"} <= set(rules), \
+            f"no committed 2-step run of {run['run']}'s configuration ({run['config']}) in {paths.REFERENCE_DIR}: " \
+            f"write them with {WRITE_REFERENCE_ENV}=1"
+        same_numerics = "regression/repeat" in rules
+        for rule, result in rules.items():
+            if rule == "regression/reward" and not same_numerics:
+                continue  # other arithmetic draws other samples: 32 rewards are too few for a band across machines
+            assert result.status == "pass", result
 
 
 def test_a_rerun_repeats_every_metric_and_each_sample_is_drawn_on_its_own(verl_run, home):
