@@ -173,7 +173,7 @@ def to_markdown(rows: pd.DataFrame, table2: PaperTable2 | None = None) -> str:
     and the definitions below."""
     table2 = load_table2() if table2 is None else table2
     parts = ["# Table 2: inference precision before RL, beside the paper", "",
-             "Written by `make tables` from the runs it read (the committed copy: `make tables RUNS_DIR=results/logs`); "
+             "Written by `make tables` from the local runs (the committed copy: `make published-results`, from results/logs); "
              f"the paper's values: [docs/paper_table2.yaml](../docs/paper_table2.yaml), read from "
              f"{table2.source}. The paper: {table2.reading}", ""]
     for scale, group in rows.groupby("scale", sort=False):

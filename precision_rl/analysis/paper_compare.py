@@ -450,8 +450,8 @@ def _scale_section(group: pd.DataFrame, scale: str) -> str:
 def to_markdown(comparison: pd.DataFrame) -> str:
     """Return the comparison as a Markdown document: one table per scale, the verdict rules and definitions below."""
     parts = ["# Side by side with the paper", "",
-             "Written by `make tables` from the runs it read (the committed copy: `make tables "
-             "RUNS_DIR=results/logs`); the paper's values and where each was read: "
+             "Written by `make tables` from the local runs (the committed copy: `make published-results`, from "
+             "results/logs); the paper's values and where each was read: "
              "[docs/paper_values.yaml](../docs/paper_values.yaml).", ""]
     for scale, group in comparison.groupby("scale", sort=False):
         parts += [f"## {scale} scale", "", _scale_section(group, str(scale)), ""]
