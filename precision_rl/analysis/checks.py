@@ -142,6 +142,13 @@ def short_source(source: str) -> str:
     return str(path.relative_to(REPO_ROOT)) if path.is_absolute() and path.is_relative_to(REPO_ROOT) else str(path)
 
 
+def same_run(a: dict, b: dict) -> bool:
+    """Return True when rows ``a`` and ``b`` are one run: its directory, or a published copy of it (same run name and
+    run folder name, which holds the start time)."""
+    return str(a["source"]) == str(b["source"]) or (
+        str(a["run"]) == str(b["run"]) and Path(str(a["source"])).name == Path(str(b["source"])).name)
+
+
 def same_configuration(a: dict, b: dict) -> bool:
     """Return True when runs ``a`` and ``b`` (rows of the runs table) are of one configuration at one scale and
     experiment (arm and seed aside); a run whose configuration is unknown matches none."""
@@ -157,7 +164,7 @@ def reference_band(reference: RunTable | None, run: dict) -> Band | None:
     index = SeriesIndex(reference.metrics)
     values, sources = {}, []
     for ref in reference.runs.to_dict("records"):
-        if not same_configuration(run, ref) or str(ref["source"]) == str(run["source"]) \
+        if not same_configuration(run, ref) or same_run(run, ref) \
                 or (ref["precision_train"], ref["precision_infer"]) != (run["precision_train"], run["precision_infer"]):
             continue
         final = final_reward(index, str(ref["scale"]), str(ref["run"]))
@@ -206,12 +213,12 @@ def seed_verdict(index: SeriesIndex, runs: list[dict], scale: str, experiment: s
 
 
 def _committed_peers(reference: RunTable | None, run: dict) -> list[dict]:
-    """Return the committed runs of ``run``'s configuration and arm (never the run itself)."""
+    """Return the committed runs of ``run``'s configuration and arm (never the run itself or its published copy)."""
     if reference is None or reference.runs.empty:
         return []
     arm = (run["precision_train"], run["precision_infer"])
     return [r for r in reference.runs.to_dict("records") if same_configuration(run, r)
-            and (r["precision_train"], r["precision_infer"]) == arm and str(r["source"]) != str(run["source"])]
+            and (r["precision_train"], r["precision_infer"]) == arm and not same_run(run, r)]
 
 
 def _repeat(index: SeriesIndex, run: dict, ref_index: SeriesIndex, ref: dict) -> CheckResult:

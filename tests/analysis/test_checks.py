@@ -1,5 +1,7 @@
 """The pass criteria: checks pass and fail where they must, and the command names the failed rule."""
 
+import shutil
+
 import pytest
 
 from precision_rl import metrics as M
@@ -116,14 +118,14 @@ def test_command_exit_codes_and_named_rules(root, capsys):
     assert "2 failed" in err
 
 
-def _seeded(root, arm, finals, instrument=None, extra=None):
+def _seeded(root, arm, finals, instrument=None, extra=None, stamp="20260101T000000Z"):
     """Write one sanity/grpo run per seed whose reward ends at ``finals[seed]`` (constant over 10 steps)."""
     manifest = {**({"tiny_instrument": instrument} if instrument else {}),
                 **({"extra_overrides": extra} if extra else {})}
     for seed, final in finals.items():
         write_run(root, "tiny", "sanity/grpo", arm, seed, [[{"step": s, "data": {M.REWARD: final}}
                                                              for s in range(1, 11)]],
-                  manifest=manifest or None)
+                  manifest=manifest or None, stamp=stamp)
 
 
 def _verdict(results, arm):
@@ -149,7 +151,7 @@ def test_a_run_is_placed_in_the_committed_band_of_its_configuration(tmp_path):
     _seeded(tmp_path / "reference", "fp16", {42: 0.96, 1: 0.98, 7: 0.97}, instrument)
     _seeded(tmp_path / "other-instrument", "fp16", {42: 0.2}, {**instrument, "model_weights_sha256": "c" * 64})
     _seeded(tmp_path / "shorter", "fp16", {1: 0.1}, instrument, extra=["trainer.total_training_steps=10"])
-    _seeded(tmp_path / "mine", "fp16", {42: 0.955}, instrument)
+    _seeded(tmp_path / "mine", "fp16", {42: 0.955}, instrument, stamp="20260202T000000Z")
     reference = logs.load_runs([tmp_path / "reference", tmp_path / "other-instrument", tmp_path / "shorter"],
                                progress=False)
     results = checks.run_checks(logs.load_runs([tmp_path / "mine"], progress=False), reference=reference)
@@ -216,6 +218,14 @@ def test_the_regression_gate_places_a_run_in_the_committed_band_and_wants_a_repe
     assert "band 0.952-0.972 ± 0.10" in low["regression/reward"].note
     kl = gate("kl", curve, 1e-3, seed=5)
     assert kl["regression/token_kl"].status == "fail" and kl["regression/reward"].status == "pass"
+    mine = tmp_path / "mine"  # a local run and its published copy: the copy is not its band
+    _gate_run(mine, 9, [0.2] * 6, 1e-5, stamp="20260303T000000Z")
+    copies = tmp_path / "with-copy"
+    shutil.copytree(committed, copies)
+    logs.publish_runs(logs.run_dirs_under(mine), copies)
+    with_copy = logs.load_runs([copies], progress=False)
+    own = {r.rule: r for r in checks.run_checks(logs.load_runs([mine], progress=False), reference=with_copy)}
+    assert own["regression/reward"].status == "fail" and "s9-" not in own["regression/reward"].note
     unmatched = tmp_path / "unmatched"
     write_run(unmatched, "tiny", "sanity/grpo", "fp16", 42, [[{"step": 1, "data": {M.REWARD: 0.1}}]],
               manifest={"extra_overrides": ["trainer.total_training_steps=1"]})
