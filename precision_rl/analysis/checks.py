@@ -156,12 +156,12 @@ def same_configuration(a: dict, b: dict) -> bool:
     return str(a.get("config")) not in ("", "nan", UNKNOWN) and all(str(a.get(k)) == str(b.get(k)) for k in keys)
 
 
-def reference_band(reference: RunTable | None, run: dict) -> Band | None:
+def reference_band(reference: RunTable | None, run: dict, index: SeriesIndex | None = None) -> Band | None:
     """Return the band of ``run``'s configuration and arm among the committed ``reference`` runs (None when there is
-    none; a run is never its own reference)."""
+    none; a run is never its own reference); ``index`` is the reference's SeriesIndex where already built."""
     if reference is None or reference.runs.empty:
         return None
-    index = SeriesIndex(reference.metrics)
+    index = index or SeriesIndex(reference.metrics)
     values, sources = {}, []
     for ref in reference.runs.to_dict("records"):
         if not same_configuration(run, ref) or same_run(run, ref) \
@@ -244,15 +244,17 @@ def _repeat(index: SeriesIndex, run: dict, ref_index: SeriesIndex, ref: dict) ->
     return CheckResult(name, scale, "regression/repeat", "pass", 0.0, "0 metrics differ", note)
 
 
-def regression_checks(index: SeriesIndex, run: dict, reference: RunTable | None) -> list[CheckResult]:
+def regression_checks(index: SeriesIndex, run: dict, reference: RunTable | None,
+                      ref_index: SeriesIndex | None = None) -> list[CheckResult]:
     """Return the regression gate's results for ``run``: its final reward and median mismatch against the band of the
     committed runs of its configuration and arm, and an exact repeat of a committed run of the same seed and
-    numerics; nothing where no committed run of the configuration exists."""
+    numerics; nothing where no committed run of the configuration exists. ``ref_index`` is the reference's
+    SeriesIndex where already built."""
     peers = _committed_peers(reference, run)
     if not peers:
         return []
     name, scale = str(run["run"]), str(run["scale"])
-    ref_index = SeriesIndex(reference.metrics)
+    ref_index = ref_index or SeriesIndex(reference.metrics)
     used = f"committed runs {', '.join(short_source(str(r['source'])) for r in peers)}"
     out = []
     final = final_reward(index, scale, name)
@@ -291,9 +293,11 @@ def is_sanity(experiment: str) -> bool:
     return str(experiment).split("/")[0] == SANITY_FAMILY
 
 
-def check_run(index: SeriesIndex, run: dict, reference: RunTable | None = None) -> list[CheckResult]:
+def check_run(index: SeriesIndex, run: dict, reference: RunTable | None = None,
+              ref_index: SeriesIndex | None = None) -> list[CheckResult]:
     """Return the single-run rules' results for ``run`` (a row of the runs table as a dict); a sanity run's reward is
-    placed in the band of the ``reference`` runs of its experiment and arm."""
+    placed in the band of the ``reference`` runs of its configuration and arm (``ref_index``: their SeriesIndex
+    where already built)."""
     name, scale = str(run["run"]), str(run["scale"])
     train, infer = str(run["precision_train"]), str(run["precision_infer"])
     out: list[CheckResult] = []
@@ -303,7 +307,7 @@ def check_run(index: SeriesIndex, run: dict, reference: RunTable | None = None) 
             out.append(CheckResult(name, scale, "sanity_reward", "fail", None, f">= {SANITY_REWARD}",
                                    f"no {M.REWARD} logged"))
         else:
-            band = reference_band(reference, run)
+            band = reference_band(reference, run, ref_index)
             where = band.describe(final[0]) if band else f"no committed run of this configuration ({run['config']}) " \
                 "and arm to compare with"
             out.append(_compare(name, scale, "sanity_reward", final[0], SANITY_REWARD, False,
@@ -393,9 +397,10 @@ def run_checks(table: RunTable, patterns: list[str] | None = None, scale: str | 
     selected = select_runs(table.runs, patterns, scale)
     everyone = table.runs.to_dict("records")
     results: list[CheckResult] = []
+    ref_index = SeriesIndex(reference.metrics) if reference is not None and not reference.runs.empty else None
     for run in selected.to_dict("records"):
-        results += check_run(index, run, reference)
-        results += regression_checks(index, run, reference)
+        results += check_run(index, run, reference, ref_index)
+        results += regression_checks(index, run, reference, ref_index)
         if run["precision_train"] == run["precision_infer"] == "fp16":
             twins = [r for r in everyone if same_configuration(run, r)
                      and r["precision_train"] == r["precision_infer"] == "bf16"]
