@@ -275,10 +275,11 @@ def tiny_instrument(model_path: str) -> dict:
 
 
 def base_manifest(plan: RunPlan) -> dict:
-    """Return the manifest of a new run (status ``running``), common to both scales."""
+    """Return the manifest of a new run (status ``running``), common to both scales, with its configuration key
+    (``runs.compute_configuration_key``, computed here, where the paths it makes relative are this clone's)."""
     spec = plan.spec
     train, val = data_files(spec, data_root())
-    return {
+    doc = {
         "run_name": plan.name,
         "experiment": spec.name,
         "spec_file": spec.path,
@@ -310,6 +311,8 @@ def base_manifest(plan: RunPlan) -> dict:
         "status": runs.RUNNING,
         "attempts": [],
     }
+    doc[runs.CONFIGURATION_FIELD] = runs.compute_configuration_key(doc)
+    return doc
 
 
 def begin_attempt(plan: RunPlan) -> None:

@@ -133,9 +133,18 @@ def _short_hash(parts: dict) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:KEY_LENGTH]
 
 
+CONFIGURATION_FIELD = "configuration"
+
+
 def configuration_key(doc: dict) -> str:
+    """Return the configuration key manifest ``doc`` recorded when its run began (``compute_configuration_key``
+    then, with that clone's paths), or compute it for a manifest written before runs recorded one."""
+    return doc.get(CONFIGURATION_FIELD) or compute_configuration_key(doc)
+
+
+def compute_configuration_key(doc: dict) -> str:
     """Return a short hash naming a run's configuration: scale, experiment, the spec's fields that shape the run,
-    the extra overrides (output locations dropped, paths inside the repository made relative) and the tiny
+    the extra overrides (output locations dropped, paths inside this repository made relative to it) and the tiny
     instrument (model weights and problem list) of manifest ``doc``."""
     spec = doc.get("spec") or {}
     extra = [o.replace(str(REPO_ROOT), REPO_PLACEHOLDER) for o in doc.get("extra_overrides") or []

@@ -234,6 +234,7 @@ def test_the_regression_gate_places_a_run_in_the_committed_band_and_wants_a_repe
 
 
 def test_output_locations_and_the_clone_path_do_not_change_a_configuration():
+    """The key a run records at its start is the same in any clone; a manifest's recorded key is the one read."""
     from precision_rl.paths import REPO_ROOT
 
     base = {"scale": "tiny", "experiment": "sanity/grpo", "spec": {"hyper": {"lr": 1e-4}, "description": "x"},
@@ -241,6 +242,11 @@ def test_output_locations_and_the_clone_path_do_not_change_a_configuration():
     moved = {**base, "spec": {"hyper": {"lr": 1e-4}, "description": "y"},
              "extra_overrides": ["reward.custom_reward_function.path=<repo>/tests/r.py", "trainer.save_freq=5",
                                  "trainer.rollout_data_dir=/tmp/x"]}
-    assert runs.configuration_key(base) == runs.configuration_key(moved)
-    assert runs.configuration_key(base) != runs.configuration_key({**base, "spec": {"hyper": {"lr": 2e-4}}})
-    assert runs.configuration_key(base) != runs.configuration_key({**base, "extra_overrides": ["data.seed=1"]})
+    key = runs.compute_configuration_key
+    assert key(base) == key(moved)
+    assert key(base) != key({**base, "spec": {"hyper": {"lr": 2e-4}}})
+    assert key(base) != key({**base, "extra_overrides": ["data.seed=1"]})
+    # a run made in another clone: the key it recorded then, not one computed with this clone's paths
+    elsewhere = {**base, "extra_overrides": ["reward.custom_reward_function.path=/other/clone/tests/r.py"]}
+    assert key(elsewhere) != key(base)
+    assert runs.configuration_key({**elsewhere, runs.CONFIGURATION_FIELD: key(base)}) == key(base)
