@@ -8,6 +8,7 @@ for a new run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -125,15 +126,11 @@ OUTPUT_ONLY_OVERRIDES = ("trainer.rollout_data_dir", "trainer.validation_data_di
                          "trainer.save_freq", "trainer.max_actor_ckpt_to_keep", "trainer.logger")
 KEY_LENGTH = 12
 REPO_PLACEHOLDER = "<repo>"
+CONFIGURATION_FIELD = "configuration"  # the manifest field holding the key the run recorded when it began
 
 
 def _short_hash(parts: dict) -> str:
-    import hashlib
-
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:KEY_LENGTH]
-
-
-CONFIGURATION_FIELD = "configuration"
 
 
 def configuration_key(doc: dict) -> str:
