@@ -31,7 +31,7 @@ WATCHDOG ?=
 FLAG_VALUES := 1 true yes 0 false no
 $(if $(filter-out auto paper tiny,$(SCALE)),$(error SCALE must be auto, paper or tiny, got '$(SCALE)'))
 $(if $(shell [[ '$(SEED)' =~ ^[0-9]+$$ ]] && echo ok),,$(error SEED must be a non-negative integer, got '$(SEED)'))
-$(foreach v,DRY_RUN RESUME REBUILD REFILTER OVERWRITE,$(if $(filter-out $(FLAG_VALUES),$($(v))),\
+$(foreach v,DRY_RUN RESUME REBUILD REFILTER OVERWRITE RETIRE,$(if $(filter-out $(FLAG_VALUES),$($(v))),\
 	$(error $(v) must be one of $(FLAG_VALUES) or empty, got '$($(v))')))
 $(foreach v,GPUS NNODES,$(if $(and $($(v)),$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo ok),,1)),\
 	$(error $(v) must be a positive integer, got '$($(v))')))
@@ -259,8 +259,8 @@ check: $(LOCAL_TABLE) | $(STAMP) ## Judge local runs, each against the committed
 check-published: $(PUBLISHED_TABLE) | $(STAMP) ##- Judge the published runs (results/logs): make check-published [EXP='sanity/*'] [SCALE=tiny]
 	@$(PY) -m precision_rl check $(EXP_ARGS) --scale $(SCALE) --published
 
-publish: | $(STAMP) ## Copy finished runs' logs into results/logs/ (committed): make publish [EXP='sanity/*']
-	@$(PY) -m precision_rl publish $(EXP_ARGS)
+publish: | $(STAMP) ## Copy finished runs' logs into results/logs/ (committed): make publish [EXP='sanity/*'] [RETIRE=1: first remove published runs of an older configuration]
+	@$(PY) -m precision_rl publish $(EXP_ARGS) $(if $(filter 1 true yes,$(RETIRE)),--retire)
 
 published-results: $(PUBLISHED_TABLE) | $(STAMP) ##- Redraw the committed figures, results/*.md and the README's results blocks from results/logs alone (after make publish)
 	@$(PY) -m precision_rl figures $(PUBLISHED_SOURCE) --out $(PUBLISHED_FIGURES)

@@ -205,7 +205,7 @@ def cmd_publish(args) -> int:
     """Copy the logs of the finished runs matching ``args.run`` into results/logs/; return 0."""
     from fnmatch import fnmatchcase
 
-    from precision_rl.analysis.logs import find_run_dirs, publish_problem, publish_runs
+    from precision_rl.analysis.logs import find_run_dirs, publish_problem, publish_runs, retire_superseded
     from precision_rl.errors import UserError
     from precision_rl.launch import runs
 
@@ -226,6 +226,9 @@ def cmd_publish(args) -> int:
     if not chosen:
         raise UserError(f"no finished run under {root} matches {' '.join(args.run) or 'anything'}")
     out = args.out or (reference_root() if args.reference else logs_root())
+    if args.retire:
+        for path, key in retire_superseded(chosen, out):
+            print(f"retired (configuration {key}, superseded): {path}", file=sys.stderr)
     for target in publish_runs(chosen, out, registered_only=not args.reference):
         print(target)
     return 0
@@ -309,6 +312,9 @@ def add_parsers(sub) -> None:
                          help="publish as a reference run into results/reference/ (default --out): runs with extra "
                               "overrides are allowed there, e.g. the slow tier's 2-step regression gate; figures "
                               "never read them")
+    publish.add_argument("--retire", action="store_true",
+                         help="first remove the published runs of the same experiments from another configuration "
+                              "(an older profile; git history keeps them)")
     publish.set_defaults(func=cmd_publish)
     publish_mm = sub.add_parser("publish-mismatch", help="copy offline mismatch results into results/logs/mismatch/ "
                                                          "(committed; self pairs, tables as CSV)")

@@ -166,17 +166,53 @@ def publish_problem(manifest: dict, registered_only: bool = True) -> str | None:
     return None
 
 
+def superseded_runs(run_dirs: list[Path], dest: Path) -> list[tuple[Path, str]]:
+    """Return the runs published under ``dest`` that ``run_dirs`` supersede, each with its configuration key: the
+    published runs of the same scale and experiment whose configuration (``runs.configuration_key``) differs from
+    theirs. Runs of two configurations of one experiment among ``run_dirs`` are a UserError."""
+    keys: dict[tuple[str, str], set[str]] = {}
+    for run_dir in map(Path, run_dirs):
+        manifest = runs.read_manifest(run_dir)
+        keys.setdefault((manifest["scale"], manifest["experiment"]), set()).add(runs.configuration_key(manifest))
+    out = []
+    for (scale, experiment), new in sorted(keys.items()):
+        if len(new) > 1:
+            raise UserError(f"runs of {len(new)} configurations of {experiment} ({scale} scale) chosen "
+                            f"({', '.join(sorted(new))}): publish one configuration")
+        for published in run_dirs_under(Path(dest) / scale / experiment):
+            key = runs.configuration_key(runs.read_manifest(published))
+            if key not in new:
+                out.append((published, key))
+    return out
+
+
+def retire_superseded(run_dirs: list[Path], dest: Path) -> list[tuple[Path, str]]:
+    """Remove from ``dest`` the published runs that ``run_dirs`` supersede (``superseded_runs``; the git history
+    keeps them); return what was removed, each with its configuration key."""
+    gone = superseded_runs(run_dirs, dest)
+    for path, _ in gone:
+        shutil.rmtree(path)
+    return gone
+
+
 def publish_runs(run_dirs: list[Path], dest: Path, registered_only: bool = True) -> list[Path]:
     """Copy each run's manifest and metrics files into ``dest`` (the same relative layout); return the copies.
 
     Only finished runs are published, and where ``registered_only`` only runs of an experiment as registered. A run
-    published before is replaced by its current logs (a resumed run's logs grow).
+    published before is replaced by its current logs (a resumed run's logs grow). The published runs of an
+    experiment share one configuration: where ``dest`` holds runs of another (``superseded_runs``), nothing is
+    copied and a UserError says so (``retire_superseded`` moves them out first).
     """
-    out = []
-    for run_dir in map(Path, run_dirs):
-        manifest = runs.read_manifest(run_dir)
+    manifests = {Path(run_dir): runs.read_manifest(run_dir) for run_dir in run_dirs}
+    for run_dir, manifest in manifests.items():
         if problem := publish_problem(manifest, registered_only):
             raise UserError(f"{run_dir} is not published: {problem}")
+    if superseded := superseded_runs(list(manifests), dest):
+        (first, key), n = superseded[0], len(superseded)
+        raise UserError(f"{dest} holds {n} published run(s) of another configuration ({key}, e.g. {first}): "
+                        f"publish with --retire (make publish RETIRE=1) to move them out; git history keeps them")
+    out = []
+    for run_dir, manifest in manifests.items():
         target = dest / manifest["scale"] / manifest["experiment"] / run_dir.parent.name / run_dir.name
         with atomic_dir(target) as tmp:
             for path in [run_dir / runs.MANIFEST, *runs.attempt_files(run_dir)]:

@@ -261,6 +261,13 @@ def _bar(total: int | None, desc: str):
                 unit="step", bar_format="{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{remaining}{postfix}]")
 
 
+def start_bar_at(bar, step: int) -> None:
+    """Restart ``bar``'s clock at ``step``, the first step this attempt logged, and return None: its rate and time
+    left then count only this attempt's steps, not verl's start-up nor the steps of the attempts before a resume."""
+    bar.initial = bar.n = max(0, step - 1)
+    bar.start_t = bar.last_print_t = time.time()
+
+
 def _postfix(data: dict, keys: dict[str, str]) -> str:
     parts = []
     for label, key in keys.items():
@@ -291,6 +298,7 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
     status, reason, interrupted = None, None, False
     proc: subprocess.Popen | None = None
     last_progress, last_memory, peak = time.monotonic(), 0.0, 0.0
+    first_step: int | None = None
     try:
         # Started inside the try: an interrupt that lands as soon as the child exists still stops it.
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
@@ -314,6 +322,9 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
             if progress.poll():
                 last_progress = time.monotonic()
                 if isinstance(progress.last_step, int):
+                    if first_step is None:
+                        first_step = progress.last_step
+                        start_bar_at(bar, first_step)
                     bar.n = max(bar.n, progress.last_step)
                     bar.set_postfix_str(_postfix(progress.last_data, postfix_keys or {}), refresh=False)
                     bar.refresh()

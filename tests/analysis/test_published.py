@@ -11,8 +11,9 @@ import pytest
 from precision_rl import paths
 from precision_rl.analysis import inference_table, mismatch_scaling, pairs, paper_compare, progress, tables
 from precision_rl.analysis.figures import RUN_SOURCES, FigureData, draw_figure
-from precision_rl.analysis.logs import load_runs, publish_runs, run_dirs_under
+from precision_rl.analysis.logs import load_runs, publish_runs, retire_superseded, run_dirs_under
 from precision_rl.analysis.synthetic import run_records, write_run
+from precision_rl.cli import main
 from precision_rl.config.scale import SCALES
 from precision_rl.errors import UserError
 from precision_rl.launch import runs
@@ -133,6 +134,31 @@ def test_publishing_copies_the_logs_and_the_copy_reads_as_the_run(finished_and_i
     assert list(alone.runs["run"]) == ["sanity.grpo-fp16-s1"]
     original = load_runs([copy]).metrics
     assert len(alone.metrics) == len(original) > 0
+
+
+def test_a_run_of_a_new_configuration_retires_the_published_runs_of_the_old_one_only_when_asked(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    root, published = tmp_path / "runs", tmp_path / "logs"
+    old_profile, new_profile = {"spec": {"hyper": {"lr": 2e-4}}}, {"spec": {"hyper": {"lr": 1e-4}}}
+    old = [write_run(published, "tiny", "sanity/grpo", arm, 1, [run_records(3, arm, rng)], manifest=old_profile)
+           for arm in ("fp16", "bf16")]
+    other = write_run(published, "tiny", "sanity/gspo", "fp16", 1, [run_records(3, "fp16", rng)], manifest=old_profile)
+    new = write_run(root, "tiny", "sanity/grpo", "fp16", 1, [run_records(3, "fp16", rng)], stamp="20260102T000000Z",
+                    manifest=new_profile)
+    with pytest.raises(UserError, match="another configuration.*--retire"):
+        publish_runs([new], published)
+    assert all(p.is_dir() for p in old)
+    assert main(["publish", "--root", str(root), "--out", str(published)]) == 2
+    assert "--retire" in capsys.readouterr().err and all(p.is_dir() for p in old)
+    assert main(["publish", "--root", str(root), "--out", str(published), "--retire"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("retired (configuration") == 2
+    assert not any(p.exists() for p in old) and other.is_dir()  # another experiment keeps its runs
+    assert sorted(load_runs([published]).runs["run"]) == ["sanity.grpo-fp16-s1", "sanity.gspo-fp16-s1"]
+    assert retire_superseded([new], published) == []  # the same configuration again retires nothing
+    second = write_run(root, "tiny", "sanity/grpo", "bf16", 1, [run_records(3, "bf16", rng)], manifest=old_profile)
+    with pytest.raises(UserError, match="2 configurations of sanity/grpo"):
+        publish_runs([new, second], published)
 
 
 def test_a_figure_records_the_runs_it_drew_from(finished_and_interrupted, tmp_path):
