@@ -47,7 +47,13 @@ def _table(args):
     if args.runs:
         return logs.load_runs([Path(p) for p in args.runs])
     results, view = _results_dir(args), _view(args)
-    if (results / logs.METRICS_FILE).is_file():
+    stale = (logs.stale_table_reason(results, view.runs)
+             if args.results is None and view.name == "local" and (results / logs.METRICS_FILE).is_file() else None)
+    if stale:
+        print(f"note: the table in {results} is stale ({stale}); reading {view.runs} directly "
+              "(`make collect` refreshes it)", file=sys.stderr)
+        table = logs.load_runs([view.runs])
+    elif (results / logs.METRICS_FILE).is_file():
         table = logs.read_table(results)
     elif view.runs.is_dir() and logs.find_run_dirs(view.runs):
         print(f"note: no collected table in {results}; reading {view.runs} directly", file=sys.stderr)

@@ -155,6 +155,21 @@ def run_dirs_under(root: Path) -> list[Path]:
     return find_run_dirs(root) if Path(root).is_dir() else []
 
 
+def stale_table_reason(results: Path, root: Path) -> str | None:
+    """Return why the table collected in ``results`` no longer describes the runs under ``root`` (a run added,
+    gone, or written to after the table), or None when it does."""
+    table_path = Path(results) / METRICS_FILE
+    run_dirs = run_dirs_under(root)
+    collected = {str(Path(source).resolve()) for source in read_table(results).runs["source"].dropna()}
+    present = {str(run_dir.resolve()) for run_dir in run_dirs}
+    if collected != present:
+        return f"{len(present - collected)} run(s) added and {len(collected - present)} gone since it was collected"
+    collected_at = table_path.stat().st_mtime
+    newer = [run_dir for run_dir in run_dirs
+             if any(path.stat().st_mtime > collected_at for path in [run_dir / runs.MANIFEST, *runs.attempt_files(run_dir)])]
+    return f"{len(newer)} run(s) written to since it was collected" if newer else None
+
+
 def publish_problem(manifest: dict, registered_only: bool = True) -> str | None:
     """Return why a run may not be published (unfinished, or, where ``registered_only``, not the experiment as
     registered), or None."""

@@ -70,3 +70,18 @@ def test_the_local_view_refuses_to_write_committed_folders(local_runs, argv, cap
     assert main([*argv, "--runs", str(local_runs)] if argv[0] != "collect" else [*argv, str(local_runs)]) == 2
     assert "holds committed results" in capsys.readouterr().err
     assert committed_files() == before
+
+
+def test_check_reads_the_runs_again_when_the_collected_table_is_stale(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "runs"
+    rng = np.random.default_rng(5)
+    write_run(root, "tiny", "sanity/grpo", "fp16", 42, [run_records(12, "fp16", rng, n_metrics=12)])
+    monkeypatch.setenv(paths.RUNS_ENV, str(root))
+    assert main(["collect"]) == 0
+    assert main(["check"]) in (0, 1)
+    assert "stale" not in capsys.readouterr().err
+    write_run(root, "tiny", "sanity/grpo", "fp16", 1, [run_records(12, "fp16", rng, n_metrics=12)])
+    assert main(["check"]) in (0, 1)
+    captured = capsys.readouterr()
+    assert "is stale (1 run(s) added and 0 gone" in captured.err
+    assert "s1-" in captured.out  # the run added after the collection is judged
