@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import torch
 
 from precision_rl.errors import UserError
+from precision_rl.verl_ext.cpu.gemm import HALF_DTYPES
 
 PRECISIONS = ("fp16", "bf16", "fp32")
 MANTISSA_BITS = {"fp32": 23, "fp16": 10, "bf16": 7}  # explicit fraction bits: fewer bits, coarser rounding
 
-TORCH_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
+TORCH_DTYPES = {**HALF_DTYPES, "fp32": torch.float32}
 VLLM_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 # Megatron's McoreEngineConfig asserts dtype in {bfloat16, float16}: it has no fp32 training.
 MEGATRON_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
