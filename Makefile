@@ -35,6 +35,8 @@ $(foreach v,DRY_RUN RESUME REBUILD REFILTER OVERWRITE RETIRE,$(if $(filter-out $
 	$(error $(v) must be one of $(FLAG_VALUES) or empty, got '$($(v))')))
 $(foreach v,GPUS NNODES,$(if $(and $($(v)),$(if $(shell [[ '$($(v))' =~ ^[1-9][0-9]*$$ ]] && echo ok),,1)),\
 	$(error $(v) must be a positive integer, got '$($(v))')))
+$(if $(and $(STEP),$(if $(shell [[ '$(STEP)' =~ ^[0-9]+$$ ]] && echo ok),,1)),\
+	$(error STEP must be a non-negative integer, got '$(STEP)'))
 $(foreach t,run show,$(if $(and $(filter $(t),$(MAKECMDGOALS)),$(if $(EXP),,1)),\
 	$(error make $(t) needs EXP=<experiment> (make list prints them), e.g. make $(t) EXP=sanity/grpo)))
 $(foreach v,ALGO GRID RUN,$(if $($(v)),$(error $(v) is gone: experiments are chosen by EXP=<name or glob> \
@@ -63,7 +65,7 @@ define SHORTCUT
 endef
 
 
-.PHONY: tiny-model solve-rates bench bench-tiny bench-vllm-gemm
+.PHONY: tiny-model heldout solve-rates bench bench-tiny bench-vllm-gemm
 .PHONY: run grid help help-all setup lock test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity \
 	fp16-comparison octothinker lora moe dense14b ablation fork-ablation eval-precision clean-venv
 
@@ -165,6 +167,9 @@ eval-precision: $(STAMP) ##- BF16 vs FP16 inference, no RL (Table 2) = make run 
 
 tiny-model: $(STAMP) ## The shipped tiny base model: refuses; REBUILD=1 retrains it, REFILTER=1 redraws its problems
 	@$(PY) -m precision_rl tiny-model $(if $(filter 1 true yes,$(REBUILD)),--rebuild) $(if $(filter 1 true yes,$(REFILTER)),--refilter)
+
+heldout: $(STAMP) ##- Success rates at T=1 of a local tiny run's last checkpoint and of the shipped base: make heldout [EXP=sanity/grpo] [PRECISION=fp16] [SEED=42] [STEP=300]
+	@$(PY) -m precision_rl heldout $(EXP_ARGS) $(if $(PRECISION),--precision $(PRECISION)) --seed $(SEED) $(if $(STEP),--step $(STEP))
 
 solve-rates: $(STAMP) ##- Can a sanity set be drawn from a tiny model? Success rate by chain length (default: the long-answer model) [ARGS='--max-ops 12 --sft-steps 1600']
 	@$(PY) -m precision_rl.tiny.solve_rates $(ARGS)

@@ -1,6 +1,6 @@
 """The one command line: ``python -m precision_rl <command>``; every user error is one line and exit 2.
 
-Runs: list, show, run, grid, data, mismatch, tiny-model. Analysis (``analysis/commands.py``): collect, figure,
+Runs: list, show, run, grid, data, mismatch, tiny-model, heldout. Analysis (``analysis/commands.py``): collect, figure,
 figures, tables, check, bench-analysis. The Makefile and the scripts under ``analysis/`` call these.
 """
 
@@ -188,6 +188,40 @@ def cmd_tiny_model(args) -> int:
     return 0
 
 
+def cmd_heldout(args) -> int:
+    """Print the success rates at T=1 (held-out and training problems) of a checkpoint of the newest local tiny run of
+    each selected experiment arm, beside the shipped base's, measuring each model once; return 0."""
+    from precision_rl.launch import runs
+    from precision_rl.paths import local_view, runs_root
+    from precision_rl.tiny.heldout import RECORDS_DIR, checkpoint_steps, measured, model_name
+
+    if args.seed < 0:
+        raise UserError(f"SEED must be a non-negative integer, got {args.seed}")
+    precisions = [p for chunk in args.precision for p in chunk.split(",") if p] if args.precision else []
+    checkpoints = []
+    for spec, arm in _selected_runs(registry.select(args.experiments, "tiny"), precisions, None):
+        run_dir = runs.latest_run_dir(runs_root(), "tiny", spec.name, arm.label, args.seed)
+        if run_dir is None:
+            print(f"note: no local tiny run of {spec.name} {arm.label} seed {args.seed}", file=sys.stderr)
+            continue
+        steps = checkpoint_steps(run_dir / runs.CHECKPOINTS_DIR)
+        step = steps[-1] if args.step is None and steps else args.step
+        if step not in steps:
+            raise UserError(f"{run_dir} has no checkpoint weights{f' at step {step}' if step is not None else ''}"
+                            f" (weights kept: {', '.join(map(str, steps)) or 'none'})")
+        checkpoints.append((run_dir, run_dir / runs.CHECKPOINTS_DIR / f"global_step_{step}"))
+    if not checkpoints:
+        raise UserError(f"no local tiny run of {' '.join(args.experiments)} seed {args.seed} under {runs_root()}")
+    rows = [[model_name(None), "", s.problem_set, s.mean, f"{s.all_right}/{len(s.rates)}", s.none_right]
+            for s in measured(local_view().results / RECORDS_DIR, None)]
+    for run_dir, step_dir in checkpoints:
+        rows += [[model_name(step_dir), str(run_dir.relative_to(runs_root())), s.problem_set, s.mean,
+                  f"{s.all_right}/{len(s.rates)}", s.none_right] for s in measured(run_dir / RECORDS_DIR, step_dir)]
+    print(render_table(rows, ["model", "run", "problems", "mean success (T=1)", "all answers right",
+                              "no answer right"], floatfmt=".3f"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the command line."""
     parser = argparse.ArgumentParser(prog="precision_rl", description=__doc__)
@@ -218,6 +252,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="draw the sanity problems again through the vLLM filter with the shipped model and rewrite "
                            "precision_rl/tiny/sanity_problems.json")
     tiny.set_defaults(func=cmd_tiny_model)
+    heldout = sub.add_parser("heldout", help="success rates at T=1 of a tiny run's checkpoint and of the shipped base, "
+                                             "on the held-out and the training problems")
+    heldout.add_argument("experiments", nargs="*", default=["sanity/grpo"])
+    heldout.add_argument("--precision", action="append", help="arm(s), e.g. fp16 (default: every arm)")
+    heldout.add_argument("--seed", type=int, default=registry.DEFAULT_SEEDS[0])
+    heldout.add_argument("--step", type=int, help="checkpoint step (default: the last one whose weights are kept)")
+    heldout.set_defaults(func=cmd_heldout)
     analysis_commands.add_parsers(sub)
     return parser
 

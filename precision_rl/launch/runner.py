@@ -165,13 +165,13 @@ def plan_run(spec: ExperimentSpec, arm: PrecisionArm, decision: ScaleDecision, o
                    _model_path(spec, decision.scale))
     gpus = options.gpus or spec.resources.gpus_per_node
     ctx = RunContext(run_name=name, seed=options.seed, data_dir=data_root(), metrics_path=plan.metrics_path,
-                     checkpoint_dir=run_dir / "checkpoints", gpus_per_node=gpus,
+                     checkpoint_dir=run_dir / runs.CHECKPOINTS_DIR, gpus_per_node=gpus,
                      nnodes=options.nnodes or spec.resources.nnodes, loggers=options.loggers, model_path=plan.model_path)
     plan.profile_overrides = verl_overrides(spec, arm, ctx)
     plan.platform_overrides = cpu_platform_overrides(gpus) if plan.on_cpu else []
     plan.overrides = plan.profile_overrides + plan.platform_overrides + list(options.extra)
     if options.resume:
-        plan.overrides += resume_overrides(run_dir / "checkpoints", runs.last_logged_step(run_dir))
+        plan.overrides += resume_overrides(run_dir / runs.CHECKPOINTS_DIR, runs.last_logged_step(run_dir))
     plan.argv = verl_command(spec, plan.overrides)
     plan.env = run_env(run_dir, attempt, plan.metrics_path, plan.on_cpu)
     return plan

