@@ -1,12 +1,14 @@
 """Success rates of a tiny run's checkpoint at T=1: the checkpoint becomes an fp32 model folder with the shipped
-base's config and tokenizer, each model is measured once and its record read after that, and one real vLLM
-measurement of the shipped base."""
+base's config and tokenizer, one engine samples both problem sets, and each model is measured once and its record
+read after that. The filter's vLLM sampling itself is tested in tests/data/test_rebuild.py, the conversion of a
+real verl checkpoint in tests/verl_ext/test_verl_runs.py."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -83,18 +85,21 @@ def test_a_model_is_measured_once_and_its_record_read_after_that(tmp_path, monke
         heldout.measured(tmp_path / "records", step_dir)
 
 
-@pytest.mark.slow
-def test_the_shipped_base_through_vllm(monkeypatch, tmp_path):
-    """Two held-out and two training problems, 4 samples each: rates in quarters, one per problem, in list order."""
-    pytest.importorskip("vllm")
-    monkeypatch.setenv("VLLM_CACHE_ROOT", str(tmp_path / "vllm"))
+def test_one_engine_samples_both_sets_and_the_rates_go_back_to_their_set(monkeypatch):
     full = read_problem_list()
-    few = ProblemList(full.model_weights_sha256, full.config, full.in_band, full.train[:2], full.validation[:2])
+    few = ProblemList(full.model_weights_sha256, full.config, full.in_band, full.train[:3], full.validation[:2])
     monkeypatch.setattr(heldout, "read_problem_list", lambda: few)
-    sets = heldout.measure(SHIPPED_DIR, replace(TinyDataConfig(), k=4))
-    assert [s.problem_set for s in sets] == list(heldout.PROBLEM_SETS)
-    assert all(len(s.rates) == 2 and all(r * 4 == int(r * 4) for r in s.rates) for s in sets)
-    assert sum(r for s in sets for r in s.rates) > 0  # the base solves some of its own in-band problems
+    pools = []
+
+    def scripted_filter(model_dir, pool, config):
+        pools.append([p.question for p in pool])
+        return SimpleNamespace(rates=[i / 16 for i in range(len(pool))])
+
+    monkeypatch.setattr(heldout, "filter_pool", scripted_filter)
+    validation, train = heldout.measure(SHIPPED_DIR)
+    assert pools == [[p["question"] for p in few.validation + few.train]]
+    assert (validation.problem_set, validation.rates) == ("validation", (0.0, 1 / 16))
+    assert (train.problem_set, train.rates) == ("train", (2 / 16, 3 / 16, 4 / 16))
 
 
 def test_the_command_names_what_is_missing_in_one_line(tmp_path, monkeypatch, capsys):

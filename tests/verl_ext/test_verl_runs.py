@@ -35,6 +35,7 @@ from precision_rl.launch import runs
 from precision_rl.launch.overrides import ROLLOUT
 from precision_rl.launch.supervise import SHM_DIR
 from precision_rl.paths import REPO_ROOT
+from precision_rl.tiny import heldout
 from precision_rl.tiny.shipped import SHIPPED_DIR
 from precision_rl.verl_ext.rollout import STOP_KEY
 from precision_rl.verl_ext.settings import GEMM_ENV
@@ -230,8 +231,7 @@ def _changed(model_dir: Path, run_dir: Path) -> list[str]:
     from safetensors.torch import load_file
 
     before = load_file(model_dir / "model.safetensors")
-    after = torch.load(next(run_dir.glob("checkpoints/global_step_2/actor/model_world_size_1_rank_0.pt")),
-                       weights_only=False)
+    after = torch.load(run_dir / runs.CHECKPOINTS_DIR / "global_step_2" / heldout.ACTOR_WEIGHTS, weights_only=False)
     return [k for k, v in after.items() if k in before and not torch.equal(before[k].float(), v.float())] + \
         [k for k, v in after.items() if "lora_B" in k and v.abs().sum() > 0]
 
@@ -266,6 +266,19 @@ def _assert_generation_stopped_at_the_stop_strings(responses: list[str], model_d
     first = [min((r.find(c) for c in STOP_CHARS if c in r), default=-1) for r in responses]
     assert all(i in (-1, len(r) - 1) for i, r in zip(first, responses, strict=True)), responses
     assert sum(i >= 0 for i in first) >= len(responses) // 4, "the stop strings never ended a response"
+
+
+def test_make_heldout_turns_the_last_checkpoint_into_the_trained_model(verl_run, tmp_path):
+    """``precision_rl.tiny.heldout`` finds verl's checkpoint where verl 0.9.1 writes it and writes exactly the
+    trained weights, in fp32, as a model folder."""
+    from safetensors.torch import load_file
+
+    checkpoints = verl_run("sanity/grpo", "fp16") / runs.CHECKPOINTS_DIR
+    assert heldout.checkpoint_steps(checkpoints) == [2]
+    out = heldout.checkpoint_model(checkpoints / "global_step_2", tmp_path / "model")
+    trained = torch.load(checkpoints / "global_step_2" / heldout.ACTOR_WEIGHTS, weights_only=False)
+    written = load_file(out / "model.safetensors")
+    assert written and all(torch.equal(v, trained[k].float()) for k, v in written.items())
 
 
 def test_fp16_and_bf16_manifests_differ_only_in_precision(verl_run):
