@@ -75,6 +75,11 @@ def cmd_show(args) -> int:
     return 0
 
 
+def _precisions(args) -> list[str]:
+    """Return the arms ``--precision`` names (repeatable, comma-separated), in order; empty for every arm."""
+    return [p for chunk in args.precision for p in chunk.split(",") if p] if args.precision else []
+
+
 def _selected_runs(specs: list[ExperimentSpec], precisions: list[str], panel: str | None) -> list[tuple[ExperimentSpec, PrecisionArm]]:
     wanted = [parse_arm(p) for p in precisions]
     runs = []
@@ -97,7 +102,7 @@ def _decide_and_select(args) -> tuple[ScaleDecision, list[tuple[ExperimentSpec, 
     """Return the scale decision (announced loudly), the selected experiment arms and the run options of ``args``."""
     decision = resolve_scale(args.scale, dry_run=args.dry_run)
     specs = registry.select(args.experiments, decision.scale)
-    precisions = [p for chunk in args.precision for p in chunk.split(",") if p] if args.precision else []
+    precisions = _precisions(args)
     extra = tuple(shlex.split(args.extra or "")) + tuple(args.overrides)
     if args.watchdog is not None and args.watchdog < 0:
         raise UserError(f"WATCHDOG must be a number of seconds >= 0 (0 turns it off), got {args.watchdog}")
@@ -197,7 +202,7 @@ def cmd_heldout(args) -> int:
 
     if args.seed < 0:
         raise UserError(f"SEED must be a non-negative integer, got {args.seed}")
-    precisions = [p for chunk in args.precision for p in chunk.split(",") if p] if args.precision else []
+    precisions = _precisions(args)
     checkpoints = []
     for spec, arm in _selected_runs(registry.select(args.experiments, "tiny"), precisions, None):
         run_dir = runs.latest_run_dir(runs_root(), "tiny", spec.name, arm.label, args.seed)

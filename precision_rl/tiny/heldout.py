@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import pickle
 import re
 import shutil
 import tempfile
@@ -79,7 +80,10 @@ def checkpoint_model(step_dir: Path, out_dir: Path, base_dir: Path = SHIPPED_DIR
     if not weights.is_file():
         raise UserError(f"{weights} is missing: the checkpoint holds no actor weights (a run keeps its last "
                         "checkpoint's weights only)")
-    state = torch.load(weights, map_location="cpu", weights_only=False)
+    try:
+        state = torch.load(weights, map_location="cpu", weights_only=False)
+    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError) as exc:
+        raise UserError(f"{weights}: not a readable checkpoint ({str(exc).splitlines()[0]})") from None
     state = {name: (t.full_tensor() if hasattr(t, "full_tensor") else t).float() for name, t in state.items()}
     model = AutoModelForCausalLM.from_pretrained(verify(base_dir), dtype=torch.float32)
     try:

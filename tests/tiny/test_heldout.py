@@ -51,6 +51,9 @@ def test_missing_or_foreign_checkpoint_weights_are_one_line(tmp_path):
     step_dir = fake_checkpoint(tmp_path, 6, drop="model.norm.weight")
     with pytest.raises(UserError, match="does not fit the tiny base model"):
         heldout.checkpoint_model(step_dir, tmp_path / "out")
+    (step_dir / heldout.ACTOR_WEIGHTS).write_bytes(b"truncated")
+    with pytest.raises(UserError, match="not a readable checkpoint"):
+        heldout.checkpoint_model(step_dir, tmp_path / "out")
     with pytest.raises(UserError, match="not a verl checkpoint folder"):
         heldout.model_name(tmp_path / "step5")
 
