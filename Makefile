@@ -203,7 +203,7 @@ bench-grader: $(STAMP) ##- Measure the grader's throughput on the shared MATH500
 #   local      the runs under RUNS_DIR          -> $(RUNS_DIR)/_analysis/ (metrics.parquet, *.md, figures/<scale>/)
 #   published  the committed logs, results/logs -> results/*.md, results/README.md and paper_figures/<scale>/
 # Only `make published-results` writes committed files, and it reads results/logs alone.
-.PHONY: collect figures tables check check-published publish publish-mismatch published-results bench-analysis \
+.PHONY: collect figures tables check check-published publish publish-calibration publish-mismatch published-results bench-analysis \
 	_analysis-always
 RUNS_DIR ?= $(or $(PRECISION_RL_RUNS),runs)
 RESULTS := results
@@ -270,6 +270,9 @@ publish: | $(STAMP) ## Copy finished runs' logs into results/logs/ (committed): 
 published-results: $(PUBLISHED_TABLE) | $(STAMP) ##- Redraw the committed figures, results/*.md and the README's results blocks from results/logs alone (after make publish)
 	@$(PY) -m precision_rl figures $(PUBLISHED_SOURCE) --out $(PUBLISHED_FIGURES)
 	@$(PY) -m precision_rl tables $(PUBLISHED_SOURCE) --readme $(RESULTS)/README.md
+
+publish-calibration: | $(STAMP) ##- Copy calibration runs' logs (any status, extra overrides) into results/calibration/ (committed, cited by docs/tiny.md): PRECISION_RL_RUNS=<scratch runs> make publish-calibration [EXP=sanity/grpo]
+	@$(PY) -m precision_rl publish --calibration $(EXP_ARGS)
 
 publish-mismatch: | $(STAMP) ##- Copy offline mismatch results (self pairs, tables as CSV) into results/logs/mismatch/: make publish-mismatch [RESULT='<model folder> ...']
 	@$(PY) -m precision_rl publish-mismatch $(RESULT)

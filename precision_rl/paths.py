@@ -22,6 +22,9 @@ LOGS_DIR = RESULTS_DIR / "logs"
 # Committed logs of short reference runs (configurations the grid does not publish, e.g. the 2-step regression gate):
 # `make check` places a run in the band of the committed runs of its configuration, here and in results/logs.
 REFERENCE_DIR = RESULTS_DIR / "reference"
+# Committed logs of the tiny profile's calibration runs (extra overrides, often stopped before the end), which
+# docs/tiny.md cites: kept so that its tables can be read again from logs; no figure, table or check reads them.
+CALIBRATION_DIR = RESULTS_DIR / "calibration"
 
 DATA_ENV = "PRECISION_RL_DATA"
 RUNS_ENV = "PRECISION_RL_RUNS"

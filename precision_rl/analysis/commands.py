@@ -13,6 +13,7 @@ from pathlib import Path
 from precision_rl.config.scale import PAPER, SCALE_CHOICES, SCALES
 from precision_rl.errors import UserError
 from precision_rl.paths import (
+    CALIBRATION_DIR,
     FIGURES_DIR,
     RESULTS_DIR,
     AnalysisView,
@@ -208,13 +209,22 @@ def cmd_check(args) -> int:
 
 
 def cmd_publish(args) -> int:
-    """Copy the logs of the finished runs matching ``args.run`` into results/logs/; return 0."""
+    """Copy the logs of the finished runs matching ``args.run`` into results/logs/ (with --calibration: of every
+    matching run into results/calibration/); return 0."""
     from fnmatch import fnmatchcase
 
-    from precision_rl.analysis.logs import find_run_dirs, publish_problem, publish_runs, retire_superseded
+    from precision_rl.analysis.logs import (
+        find_run_dirs,
+        publish_calibration_runs,
+        publish_problem,
+        publish_runs,
+        retire_superseded,
+    )
     from precision_rl.errors import UserError
     from precision_rl.launch import runs
 
+    if args.calibration and args.retire:
+        raise UserError("--retire does not apply to --calibration: calibration runs of every configuration are kept")
     root = args.root or runs_root()
     chosen = []
     for run_dir in find_run_dirs(root) if root.is_dir() else []:
@@ -225,12 +235,17 @@ def cmd_publish(args) -> int:
             raise UserError(f"{run_dir / runs.MANIFEST}: not a run manifest ({exc})") from None
         if args.run and not any(fnmatchcase(name, p) for name in names for p in args.run):
             continue
-        if problem := publish_problem(manifest, registered_only=not args.reference):
+        if not args.calibration and (problem := publish_problem(manifest, registered_only=not args.reference)):
             print(f"skipped ({problem}): {run_dir}", file=sys.stderr)
         else:
             chosen.append(run_dir)
     if not chosen:
-        raise UserError(f"no finished run under {root} matches {' '.join(args.run) or 'anything'}")
+        what = "run" if args.calibration else "finished run"
+        raise UserError(f"no {what} under {root} matches {' '.join(args.run) or 'anything'}")
+    if args.calibration:
+        for target in publish_calibration_runs(chosen, args.out or CALIBRATION_DIR):
+            print(target)
+        return 0
     out = args.out or (reference_root() if args.reference else logs_root())
     if args.retire:
         for path, key in retire_superseded(chosen, out):
@@ -314,10 +329,14 @@ def add_parsers(sub) -> None:
     publish.add_argument("run", nargs="*", help="run names or experiment names, globs allowed (default: every run)")
     publish.add_argument("--root", type=Path, help="the runs root (default: $PRECISION_RL_RUNS or runs/)")
     publish.add_argument("--out", type=Path, help="where to publish (default: $PRECISION_RL_LOGS or results/logs/)")
-    publish.add_argument("--reference", action="store_true",
-                         help="publish as a reference run into results/reference/ (default --out): runs with extra "
-                              "overrides are allowed there, e.g. the slow tier's 2-step regression gate; figures "
-                              "never read them")
+    kind = publish.add_mutually_exclusive_group()
+    kind.add_argument("--reference", action="store_true",
+                      help="publish as a reference run into results/reference/ (default --out): runs with extra "
+                           "overrides are allowed there, e.g. the slow tier's 2-step regression gate; figures "
+                           "never read them")
+    kind.add_argument("--calibration", action="store_true",
+                      help="publish as a calibration run into results/calibration/ (default --out): any status, any "
+                           "overrides; docs/tiny.md cites them, nothing else reads them")
     publish.add_argument("--retire", action="store_true",
                          help="first remove the published runs of the same experiments from another configuration "
                               "(an older profile; git history keeps them)")

@@ -226,14 +226,23 @@ def publish_runs(run_dirs: list[Path], dest: Path, registered_only: bool = True)
         (first, key), n = superseded[0], len(superseded)
         raise UserError(f"{dest} holds {n} published run(s) of another configuration ({key}, e.g. {first}): "
                         f"publish with --retire (make publish RETIRE=1) to move them out; git history keeps them")
-    out = []
-    for run_dir, manifest in manifests.items():
-        target = dest / manifest["scale"] / manifest["experiment"] / run_dir.parent.name / run_dir.name
-        with atomic_dir(target) as tmp:
-            for path in [run_dir / runs.MANIFEST, *runs.attempt_files(run_dir)]:
-                shutil.copy2(path, tmp / path.name)
-        out.append(target)
-    return out
+    return [_copy_logs(run_dir, manifest, dest) for run_dir, manifest in manifests.items()]
+
+
+def publish_calibration_runs(run_dirs: list[Path], dest: Path) -> list[Path]:
+    """Copy each run's manifest and metrics files into ``dest`` whatever its status and overrides (a calibration run
+    is often stopped once its trend is clear); return the copies. A run published before is replaced by its current
+    logs; runs of several configurations of one experiment sit side by side."""
+    return [_copy_logs(Path(run_dir), runs.read_manifest(run_dir), dest) for run_dir in run_dirs]
+
+
+def _copy_logs(run_dir: Path, manifest: dict, dest: Path) -> Path:
+    """Copy a run's manifest and attempt files to its place under ``dest`` (the runs root's layout); return it."""
+    target = dest / manifest["scale"] / manifest["experiment"] / run_dir.parent.name / run_dir.name
+    with atomic_dir(target) as tmp:
+        for path in [run_dir / runs.MANIFEST, *runs.attempt_files(run_dir)]:
+            shutil.copy2(path, tmp / path.name)
+    return target
 
 
 # --------------------------------------------------------------------------------------------- the table

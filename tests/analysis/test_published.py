@@ -161,6 +161,30 @@ def test_a_run_of_a_new_configuration_retires_the_published_runs_of_the_old_one_
         publish_runs([new, second], published)
 
 
+def test_calibration_runs_are_published_whatever_their_status_and_overrides_and_only_where_asked(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    root, published, calibration = tmp_path / "runs", tmp_path / "logs", tmp_path / "calibration"
+    tuned = {"extra_overrides": ["actor_rollout_ref.rollout.n=32"]}
+    stopped = write_run(root, "tiny", "sanity/grpo", "fp16", 42, [run_records(4, "fp16", rng)], status="interrupted",
+                        manifest=tuned)
+    other = write_run(root, "tiny", "sanity/grpo", "fp16", 1, [run_records(3, "fp16", rng)], stamp="20260102T000000Z",
+                      manifest={"extra_overrides": ["actor_rollout_ref.actor.optim.lr=5e-5"]})
+    assert main(["publish", "--root", str(root), "--out", str(published)]) == 2  # one stopped, both tuned
+    assert not published.exists()
+    assert main(["publish", "--root", str(root), "--out", str(calibration), "--calibration"]) == 0
+    copies = [calibration / run.relative_to(root) for run in (stopped, other)]
+    assert [sorted(p.name for p in c.iterdir()) for c in copies] == [[runs.MANIFEST, "metrics.jsonl"]] * 2
+    assert load_runs([copies[0]]).runs["status"].tolist() == ["interrupted"]
+    last = json.loads((stopped / "metrics.jsonl").read_text().splitlines()[-1])
+    with open(stopped / "metrics.jsonl", "a") as fh:  # the run went on: publishing again takes its longer log
+        fh.write(json.dumps({**last, "step": last["step"] + 1}) + "\n")
+    assert main(["publish", "sanity.grpo-fp16-s42", "--root", str(root), "--out", str(calibration), "--calibration"]) == 0
+    assert (copies[0] / "metrics.jsonl").read_text() == (stopped / "metrics.jsonl").read_text()
+    capsys.readouterr()
+    assert main(["publish", "--root", str(root), "--calibration", "--retire"]) == 2
+    assert "--retire does not apply" in capsys.readouterr().err
+
+
 def test_a_figure_records_the_runs_it_drew_from(finished_and_interrupted, tmp_path):
     root, done, _ = finished_and_interrupted
     data = FigureData(load_runs([root]), tmp_path / "no-mismatch")
