@@ -35,6 +35,10 @@ VAL_CORE_PREFIX = "val-core/"
 # training engine and the inference engine): the paper's Fig. 3 column 4. verl logs only |π − μ|.
 PROBS_DIFF_MAX = "mismatch/probs_diff_max"
 PROBS_DIFF_MIN = "mismatch/probs_diff_min"
+# FP16's max/min of π − μ stay within about ±0.1 in the paper (its Fig. 3, read in docs/figures.md). A training
+# step with a token beyond it writes the responses behind it to EXTREMES_FILE in its run directory.
+PAPER_FP16_PROBS_DIFF_EXTREME = 0.1
+EXTREMES_FILE = "mismatch_extremes.jsonl"
 # The fp16 dynamic loss scale after the step, and the cumulative number of optimizer steps the scaler has
 # skipped (inf/NaN gradients) since the start of the run.
 LOSS_SCALE = "precision/loss_scale"

@@ -67,7 +67,7 @@ class Bounds:
 BOUNDS = {
     "bf16": Bounds(mean_abs_diff=3 * 0.004, token_kl=10 * 1e-3, extreme=None,
                    source="paper BF16 step 0: mean|π−μ| 0.004, KL 1e-3"),
-    "fp16": Bounds(mean_abs_diff=3 * 0.0007, token_kl=10 * 1e-5, extreme=2 * 0.1,
+    "fp16": Bounds(mean_abs_diff=3 * 0.0007, token_kl=10 * 1e-5, extreme=2 * M.PAPER_FP16_PROBS_DIFF_EXTREME,
                    source="paper FP16: mean|π−μ| 0.0007, KL 1e-5, |π−μ| within ±0.1"),
 }
 BOUNDS["fp32"] = Bounds(BOUNDS["fp16"].mean_abs_diff, BOUNDS["fp16"].token_kl, BOUNDS["fp16"].extreme,

@@ -1,6 +1,10 @@
-"""Per-step training/inference mismatch metrics that verl 0.9.1 does not log itself."""
+"""Per-step training/inference mismatch metrics that verl 0.9.1 does not log itself, and the responses behind a
+step's extreme mismatch."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import torch
 
@@ -19,3 +23,37 @@ def signed_probs_diff(policy_log_probs: torch.Tensor, rollout_log_probs: torch.T
         return {PROBS_DIFF_MAX: float("nan"), PROBS_DIFF_MIN: float("nan")}
     diff = (policy_log_probs.float().exp() - rollout_log_probs.float().exp())[mask]
     return {PROBS_DIFF_MAX: float(diff.max()), PROBS_DIFF_MIN: float(diff.min())}
+
+
+def extreme_responses(policy_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor, response_mask: torch.Tensor,
+                      responses: torch.Tensor, threshold: float, limit: int) -> list[dict]:
+    """Return, worst first, at most ``limit`` responses holding a token whose |π − μ| exceeds ``threshold``.
+
+    Each is a dict: ``row`` (position in the batch), ``position`` of its worst token, ``pi`` and ``mu`` there, and
+    the response's ``response_ids``, ``pi_per_token`` and ``mu_per_token`` over its unmasked tokens. The tensors are
+    verl's padded [batch, response length] ones.
+    """
+    mask = response_mask.bool()
+    pi, mu = policy_log_probs.float().exp(), rollout_log_probs.float().exp()
+    gap = torch.where(mask, (pi - mu).abs(), torch.zeros_like(pi))
+    worst_gap, worst_position = gap.max(dim=1)
+    rows = [int(r) for r in torch.argsort(worst_gap, descending=True) if worst_gap[r] > threshold][:limit]
+    out = []
+    for row in rows:
+        kept = mask[row]
+        position = int(worst_position[row])
+        out.append({"row": row, "position": position, "pi": float(pi[row, position]), "mu": float(mu[row, position]),
+                    "response_ids": responses[row][kept].tolist(),
+                    "pi_per_token": [round(float(p), 6) for p in pi[row][kept]],
+                    "mu_per_token": [round(float(m), 6) for m in mu[row][kept]]})
+    return out
+
+
+def append_extremes(path: str | Path, step: int, records: list[dict], prompt_ids: list[list[int]],
+                    dataset_rows: list[int]) -> int:
+    """Append one JSON line per record of ``extreme_responses`` to ``path``, with the training ``step``, the
+    response's ``prompt_ids`` and its ``dataset_row``; return how many lines were written."""
+    with open(path, "a") as fh:
+        for record, prompt, dataset_row in zip(records, prompt_ids, dataset_rows, strict=True):
+            fh.write(json.dumps({"step": step, "dataset_row": dataset_row, "prompt_ids": prompt, **record}) + "\n")
+    return len(records)

@@ -9,6 +9,8 @@
   exist for every algorithm. The loss still uses μ as verl's bypass mode does.
 - ``precision/loss_scale`` and ``precision/skipped_steps`` (cumulative over the run, kept in verl's checkpoint
   folder so a resumed run continues the count), from the engine's per-step report (``engine.py``).
+- ``mismatch_extremes.jsonl`` in the run directory (the parent of ``trainer.default_local_dir``): the responses of a
+  step holding a token with |π − μ| beyond the paper's FP16 extreme, with their prompts and π, μ per token.
 - Rollout batches in dataset-row order (``row_order``) rather than in the order their samples finished, so that a
   rerun splits them into the same mini-batches.
 
@@ -25,10 +27,18 @@ import json
 import os
 from dataclasses import replace
 
-from precision_rl.metrics import ACTOR_PREFIX, ENTROPY, LOSS_SCALE, SKIPPED_STEPS
+from precision_rl.metrics import (
+    ACTOR_PREFIX,
+    ENTROPY,
+    EXTREMES_FILE,
+    LOSS_SCALE,
+    PAPER_FP16_PROBS_DIFF_EXTREME,
+    SKIPPED_STEPS,
+)
 
 STATE_FILE = "precision_rl_state.json"  # written into verl's global_step_<N> checkpoint folder
 REPLAY_POLL_S = 0.05  # seconds between checks for a finished rollout batch
+EXTREMES_PER_STEP = 8  # responses written per step at most, worst first
 
 
 def row_order(keys: list[str], rows: list[int]) -> list[int]:
@@ -57,7 +67,7 @@ def trainer_class() -> type:
     from verl.utils.debug.metrics import calculate_debug_metrics
     from verl.workers.utils.padding import response_from_nested
 
-    from precision_rl.verl_ext.mismatch_metrics import signed_probs_diff
+    from precision_rl.verl_ext.mismatch_metrics import append_extremes, extreme_responses, signed_probs_diff
 
     class PrecisionTrainer(PPOTrainerSync):
         """verl's sync trainer with signed mismatch, bypass-mode mismatch and loss-scale metrics."""
@@ -115,12 +125,25 @@ def trainer_class() -> type:
                 metrics.update(compute_rollout_corr_metrics_from_logprobs(
                     data.batch["old_log_probs"], data.batch["rollout_log_probs"], data.batch["response_mask"]))
             else:
-                fields = ["old_log_probs", "rollout_log_probs", "response_mask"]
+                fields = ["old_log_probs", "rollout_log_probs", "response_mask", "responses"]
                 data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
                 data = DataProto(batch=data.to_padded_tensor())
             metrics.update(signed_probs_diff(data.batch["old_log_probs"], data.batch["rollout_log_probs"],
                                              data.batch["response_mask"]))
+            self._write_extremes(batch, data)
             return batch
+
+        def _write_extremes(self, batch, data: DataProto) -> None:
+            records = extreme_responses(data.batch["old_log_probs"], data.batch["rollout_log_probs"],
+                                        data.batch["response_mask"], data.batch["responses"],
+                                        PAPER_FP16_PROBS_DIFF_EXTREME, EXTREMES_PER_STEP)
+            if not records:
+                return
+            keys = [batch.keys[r["row"]] for r in records]
+            rows = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=["prompts", "index"])
+            run_dir = os.path.dirname(os.path.normpath(self.config.trainer.default_local_dir))
+            append_extremes(os.path.join(run_dir, EXTREMES_FILE), self.global_steps, records,
+                            [p.tolist() for p in rows["prompts"].unbind()], [int(i) for i in rows["index"]])
 
         def _update_actor(self, batch, metrics: dict):
             batch = super()._update_actor(batch, metrics)
