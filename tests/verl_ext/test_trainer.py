@@ -30,3 +30,12 @@ def test_verls_replay_buffer_still_hands_a_batch_over_in_finishing_order():
 
     source = inspect.getsource(ReplayBuffer._materialize_batch)
     assert "for key, tag in partition_snapshot.items():" in source
+
+
+def test_verls_trainer_still_keeps_the_prompts_that_the_extremes_file_reads_back():
+    """``PrecisionTrainer._write_extremes`` reads each extreme response's ``prompts`` and ``index`` from verl 0.9.1's
+    TransferQueue batch; verl reads ``prompts`` back itself when it dumps generations. When this fails, find where
+    verl keeps a sample's prompt ids now, or a run would fail at its first extreme step."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    assert 'select_fields=["prompts", "responses"]' in inspect.getsource(PPOTrainer)
