@@ -207,6 +207,34 @@ def _signal_group(pid: int, sig: int) -> None:
         pass
 
 
+def _children() -> set[int]:
+    try:
+        return {child.pid for child in psutil.Process().children()}
+    except psutil.Error:
+        return set()
+
+
+def _kill_unheld_children(before: set[int], held: set[int]) -> int:
+    """SIGKILL (with their process groups) this process's children that were started after ``before`` was taken and
+    are not in ``held``; return how many there were.
+
+    These are children whose ``subprocess.Popen`` an interrupt cut short after the fork: Popen never returned, so
+    no handle holds their pid.
+    """
+    try:
+        strays = [child for child in psutil.Process().children() if child.pid not in before | held]
+    except psutil.Error:
+        return 0
+    for child in strays:
+        _signal_group(child.pid, signal.SIGKILL)
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(strays, timeout=10)
+    return len(strays)
+
+
 def _stop(proc: subprocess.Popen) -> None:
     for sig, grace in zip((signal.SIGINT, signal.SIGTERM), STOP_GRACE_S, strict=True):
         if proc.poll() is not None:
@@ -299,8 +327,10 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
     proc: subprocess.Popen | None = None
     last_progress, last_memory, peak = time.monotonic(), 0.0, 0.0
     first_step: int | None = None
+    children_before = _children()
     try:
-        # Started inside the try: an interrupt that lands as soon as the child exists still stops it.
+        # Started inside the try: an interrupt that lands as soon as the child exists still stops it (one that lands
+        # inside Popen after the fork, before it returns a handle, is caught by _kill_unheld_children).
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=cwd,
                                 start_new_session=True)
         tree = ProcessTree(psutil.Process(proc.pid), str(ray_temp_dir) if ray_temp_dir else None)
@@ -348,6 +378,7 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
         if bar is not None:
             bar.close()
         killed = tree.kill_all() if tree is not None else 0
+        killed += _kill_unheld_children(children_before, {p.pid for p in (proc, guardian) if p is not None})
         if ray_temp_dir is not None:
             shutil.rmtree(ray_temp_dir, ignore_errors=True)
         removed_shm = remove_new_shm(shm_before)

@@ -271,6 +271,25 @@ def test_an_interrupt_while_the_run_starts_is_recorded_and_leaves_no_process(iso
     assert not _running(_hang(plan))
 
 
+def test_an_interrupt_inside_verls_popen_after_the_fork_leaves_no_process(isolated, monkeypatch):
+    plan = _paper_plan(isolated)
+    _fake_verl(plan, _hang(plan))
+    real_popen = subprocess.Popen
+
+    def popen_interrupted_after_the_fork(argv, *args, **kwargs):
+        if argv[1:] != plan.argv[1:]:
+            return real_popen(argv, *args, **kwargs)
+        real_popen(argv, *args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(subprocess, "Popen", popen_interrupted_after_the_fork)
+    with pytest.raises(KeyboardInterrupt):
+        launch.execute(plan)
+    doc = runs.read_manifest(plan.run_dir)
+    assert doc["status"] == "interrupted"
+    assert not _running(_hang(plan))
+
+
 def test_a_rollout_that_cannot_fit_is_refused_before_verl_starts(isolated):
     spec = load_experiment("sanity/grpo", "tiny")
     plan = launch.plan_run(spec, spec.arm("bf16"), TINY, launch.RunOptions(extra=(
