@@ -191,13 +191,17 @@ class ProcessTree:
         """SIGKILL every live member (marked ones included); return how many were killed."""
         self.adopt_marked()
         live = [p for p in self.alive() if p.pid != os.getpid()]
-        for proc in live:
-            try:
-                proc.kill()
-            except psutil.Error:
-                pass
-        psutil.wait_procs(live, timeout=10)
+        _kill_and_reap(live)
         return len(live)
+
+
+def _kill_and_reap(procs: list[psutil.Process]) -> None:
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    psutil.wait_procs(procs, timeout=10)
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -227,11 +231,7 @@ def _kill_unheld_children(before: set[int], held: set[int]) -> int:
         return 0
     for child in strays:
         _signal_group(child.pid, signal.SIGKILL)
-        try:
-            child.kill()
-        except psutil.Error:
-            pass
-    psutil.wait_procs(strays, timeout=10)
+    _kill_and_reap(strays)
     return len(strays)
 
 
