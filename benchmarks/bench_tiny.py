@@ -153,8 +153,8 @@ def main() -> int:
         out["rerun_spread"] = rerun_spread(first, run_arm("fp16", args.seeds[0]))
     dest = atomic_write_json(BENCH_DIR / f"tiny-{runs.utc_stamp()}.json", out)
     m = out["machine"]
-    print(f"\nCPU: {m['cpu_model']} x{m['cpu_count']}, matrix features: {', '.join(m['matrix_flags']) or 'none'}; "
-          f"GEMMs: {out['runs']['fp16'][0]['gemm']}")
+    print(f"\nCPU: {m['cpu_model']} ({m['cpu_id']}) x{m['cpu_count']}, "
+          f"matrix features: {', '.join(m['matrix_flags']) or 'none'}; GEMMs: {out['runs']['fp16'][0]['gemm']}")
     rows = []
     for arm in ARMS:
         for s in out["runs"][arm]:

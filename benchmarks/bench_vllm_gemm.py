@@ -69,7 +69,7 @@ def main() -> int:
                 return 1
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     machine = hardware()
-    print(f"CPU: {machine['cpu_model']} x{machine['cpu_count']}, "
+    print(f"CPU: {machine['cpu_model']} ({machine['cpu_id']}) x{machine['cpu_count']}, "
           f"matrix features: {', '.join(machine['matrix_flags']) or 'none'}")
     fp32 = next(r["tok_per_s"] for r in rows if r["dtype"] == "float32" and r["gemm"] == "vllm")
     print(render_table([[r["dtype"], r["gemm"], r["tokens"], f"{r['seconds']:.2f}", f"{r['tok_per_s']:.0f}",

@@ -25,7 +25,7 @@ from precision_rl import __version__
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json, sha256_file
 from precision_rl.paths import REPO_ROOT
-from precision_rl.verl_ext.cpu.features import cpu_model, matrix_flags
+from precision_rl.verl_ext.cpu.features import cpu_identity, cpu_model, matrix_flags
 
 MANIFEST = "manifest.json"
 TRAIN_LOG = "train.log"
@@ -242,9 +242,11 @@ def package_versions(names: tuple[str, ...] = VERSIONED_PACKAGES) -> dict[str, s
 
 
 def hardware() -> dict:
-    """Return this machine's CPU (model, count, matrix-kernel flags), memory and GPU description."""
+    """Return this machine's CPU (model name, vendor/family/model/stepping, count, matrix-kernel flags), memory and GPU
+    description."""
     info: dict[str, Any] = {"platform": platform.platform(), "machine": platform.machine(),
-                            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "matrix_flags": matrix_flags(),
+                            "cpu_model": cpu_model(), "cpu_id": cpu_identity(), "cpu_count": os.cpu_count(),
+                            "matrix_flags": matrix_flags(),
                             "python": platform.python_version()}
     try:
         info["memory_gib"] = round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)

@@ -62,5 +62,5 @@ def test_model_hashes_fingerprint_a_local_model_and_skip_a_hub_id_and_large_file
 
 def test_hardware_names_the_cpu_and_its_matrix_flags():
     info = runs.hardware()
-    assert {"cpu_model", "cpu_count", "matrix_flags", "memory_gib", "gpus"} <= set(info)
+    assert {"cpu_model", "cpu_id", "cpu_count", "matrix_flags", "memory_gib", "gpus"} <= set(info)
     assert isinstance(info["matrix_flags"], list)

@@ -4,7 +4,7 @@ format, bad values refused."""
 import pytest
 
 from precision_rl.errors import UserError
-from precision_rl.verl_ext.cpu.features import cpu_flags, cpu_model, gemm_mode, gemm_modes, matrix_flags
+from precision_rl.verl_ext.cpu.features import cpu_flags, cpu_identity, cpu_model, gemm_mode, gemm_modes, matrix_flags
 from precision_rl.verl_ext.settings import GEMM_ENV
 
 AVX2_ONLY = {"fpu", "avx", "avx2", "fma", "f16c"}
@@ -54,3 +54,15 @@ def test_model_and_matrix_flags_are_read_from_cpuinfo(tmp_path):
     assert cpu_model(info) == "Some CPU @ 2.0GHz" and cpu_model(tmp_path / "absent") is None
     assert matrix_flags(cpu_flags(info)) == ["amx_tile", "avx512_bf16", "avx512f"]
     assert matrix_flags({"fpu", "sse2"}) == []
+
+
+def test_cpu_identity_tells_generations_with_one_model_name_apart(tmp_path):
+    zen4, zen5 = tmp_path / "zen4", tmp_path / "zen5"
+    block = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: {f}\nmodel\t\t: {m}\nmodel name\t: AMD EPYC\nstepping\t: 1\n"
+    zen4.write_text(block.format(f=25, m=17) + "\n" + block.format(f=99, m=99))
+    zen5.write_text(block.format(f=26, m=2))
+    assert cpu_identity(zen4) == "AuthenticAMD family 25 model 17 stepping 1"
+    assert cpu_identity(zen5) == "AuthenticAMD family 26 model 2 stepping 1"
+    assert cpu_model(zen4) == cpu_model(zen5) == "AMD EPYC"
+    (tmp_path / "arm").write_text("processor\t: 0\nFeatures\t: fp asimd\n")
+    assert cpu_identity(tmp_path / "arm") is None and cpu_identity(tmp_path / "absent") is None

@@ -37,6 +37,22 @@ def cpu_model(cpuinfo: Path = CPUINFO) -> str | None:
     return _first_cpu_field(("model name",), cpuinfo)
 
 
+def cpu_identity(cpuinfo: Path = CPUINFO) -> str | None:
+    """Return the first CPU's vendor, family, model and stepping as one string, e.g. ``"AuthenticAMD family 25 model 17
+    stepping 1"``, which tells apart generations that share a model name and flags (None where none is given)."""
+    try:
+        first_cpu = cpuinfo.read_text().split("\n\n", 1)[0]
+    except OSError:
+        return None
+    fields = dict((key.strip(), value.strip()) for key, _, value in
+                  (line.partition(":") for line in first_cpu.splitlines()))
+    names = ("vendor_id", "cpu family", "model", "stepping")
+    if not any(fields.get(n) for n in names):
+        return None
+    vendor, family, model, stepping = (fields.get(n) or "?" for n in names)
+    return f"{vendor} family {family} model {model} stepping {stepping}"
+
+
 def matrix_flags(flags: set[str] | None = None) -> list[str]:
     """Return, sorted, which of ``MATRIX_FLAGS`` this CPU (or ``flags``) has."""
     flags = cpu_flags() if flags is None else flags
