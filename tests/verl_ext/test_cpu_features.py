@@ -58,7 +58,8 @@ def test_model_and_matrix_flags_are_read_from_cpuinfo(tmp_path):
 
 def test_cpu_identity_tells_generations_with_one_model_name_apart(tmp_path):
     zen4, zen5 = tmp_path / "zen4", tmp_path / "zen5"
-    block = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: {f}\nmodel\t\t: {m}\nmodel name\t: AMD EPYC\nstepping\t: 1\n"
+    block = ("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: {f}\nmodel\t\t: {m}\n"
+             "model name\t: AMD EPYC\nstepping\t: 1\n")
     zen4.write_text(block.format(f=25, m=17) + "\n" + block.format(f=99, m=99))
     zen5.write_text(block.format(f=26, m=2))
     assert cpu_identity(zen4) == "AuthenticAMD family 25 model 17 stepping 1"

@@ -15,37 +15,31 @@ MATRIX_FLAGS = (*NATIVE_GEMM_FLAGS["fp16"], *NATIVE_GEMM_FLAGS["bf16"], "amx_til
 CPUINFO = Path("/proc/cpuinfo")
 
 
-def _first_cpu_field(names: tuple[str, ...], cpuinfo: Path) -> str | None:
-    """Return the value of the first line of ``cpuinfo`` that starts with one of ``names`` (None where absent)."""
+def _first_cpu_fields(cpuinfo: Path) -> dict[str, str]:
+    """Return the ``key: value`` fields of the first CPU's block in ``cpuinfo`` (empty where the file is absent)."""
     try:
-        text = cpuinfo.read_text()
+        first_cpu = cpuinfo.read_text().split("\n\n", 1)[0]
     except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith(names):
-            return line.split(":", 1)[1].strip()
-    return None
+        return {}
+    return {key.strip(): value.strip() for key, sep, value in (line.partition(":") for line in first_cpu.splitlines())
+            if sep}
 
 
 def cpu_flags(cpuinfo: Path = CPUINFO) -> set[str]:
     """Return the feature flags of the first CPU in ``cpuinfo`` (empty where the file is absent)."""
-    return set((_first_cpu_field(("flags", "Features"), cpuinfo) or "").split())
+    fields = _first_cpu_fields(cpuinfo)
+    return set((fields.get("flags") or fields.get("Features") or "").split())
 
 
 def cpu_model(cpuinfo: Path = CPUINFO) -> str | None:
     """Return the first CPU's model name in ``cpuinfo`` (None where the file or the field is absent)."""
-    return _first_cpu_field(("model name",), cpuinfo)
+    return _first_cpu_fields(cpuinfo).get("model name")
 
 
 def cpu_identity(cpuinfo: Path = CPUINFO) -> str | None:
     """Return the first CPU's vendor, family, model and stepping as one string, e.g. ``"AuthenticAMD family 25 model 17
     stepping 1"``, which tells apart generations that share a model name and flags (None where none is given)."""
-    try:
-        first_cpu = cpuinfo.read_text().split("\n\n", 1)[0]
-    except OSError:
-        return None
-    fields = dict((key.strip(), value.strip()) for key, _, value in
-                  (line.partition(":") for line in first_cpu.splitlines()))
+    fields = _first_cpu_fields(cpuinfo)
     names = ("vendor_id", "cpu family", "model", "stepping")
     if not any(fields.get(n) for n in names):
         return None
