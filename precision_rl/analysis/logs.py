@@ -36,6 +36,7 @@ from precision_rl.fileio import atomic_dir, atomic_path
 from precision_rl.launch import runs
 from precision_rl.metrics import is_known
 from precision_rl.paths import ANALYSIS_DIR, MISMATCH_DIR, runs_root
+from precision_rl.tiny.heldout import RECORDS_DIR as HELDOUT_RECORDS_DIR
 
 try:  # orjson is ~5x faster than json; verl's own file logger writes with it
     from orjson import loads as _loads
@@ -211,7 +212,7 @@ def retire_superseded(run_dirs: list[Path], dest: Path) -> list[tuple[Path, str]
 
 
 def publish_runs(run_dirs: list[Path], dest: Path, registered_only: bool = True) -> list[Path]:
-    """Copy each run's manifest and metrics files into ``dest`` (the same relative layout); return the copies.
+    """Copy each run's logs (``_copy_logs``) into ``dest`` (the same relative layout); return the copies.
 
     Only finished runs are published, and where ``registered_only`` only runs of an experiment as registered. A run
     published before is replaced by its current logs (a resumed run's logs grow). The published runs of an
@@ -230,18 +231,23 @@ def publish_runs(run_dirs: list[Path], dest: Path, registered_only: bool = True)
 
 
 def publish_calibration_runs(run_dirs: list[Path], dest: Path) -> list[Path]:
-    """Copy each run's manifest and metrics files into ``dest`` whatever its status and overrides (a calibration run
+    """Copy each run's logs (``_copy_logs``) into ``dest`` whatever its status and overrides (a calibration run
     is often stopped once its trend is clear); return the copies. A run published before is replaced by its current
     logs; runs of several configurations of one experiment sit side by side."""
     return [_copy_logs(Path(run_dir), runs.read_manifest(run_dir), dest) for run_dir in run_dirs]
 
 
 def _copy_logs(run_dir: Path, manifest: dict, dest: Path) -> Path:
-    """Copy a run's manifest and attempt files to its place under ``dest`` (the runs root's layout); return it."""
+    """Copy a run's manifest, attempt files and held-out records (``make heldout``, where measured) to its place under
+    ``dest`` (the runs root's layout); return it."""
     target = dest / manifest["scale"] / manifest["experiment"] / run_dir.parent.name / run_dir.name
     with atomic_dir(target) as tmp:
         for path in [run_dir / runs.MANIFEST, *runs.attempt_files(run_dir)]:
             shutil.copy2(path, tmp / path.name)
+        if records := sorted((run_dir / HELDOUT_RECORDS_DIR).glob("*.json")):
+            (tmp / HELDOUT_RECORDS_DIR).mkdir()
+            for path in records:
+                shutil.copy2(path, tmp / HELDOUT_RECORDS_DIR / path.name)
     return target
 
 

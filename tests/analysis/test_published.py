@@ -18,6 +18,7 @@ from precision_rl.config.scale import SCALES
 from precision_rl.errors import UserError
 from precision_rl.launch import runs
 from precision_rl.mismatch.layout import SEQUENCES_CSV, SUMMARY, TOKENS_CSV
+from precision_rl.tiny.heldout import RECORDS_DIR as HELDOUT_RECORDS_DIR
 
 
 def test_every_committed_figure_names_only_published_runs():
@@ -180,6 +181,11 @@ def test_calibration_runs_are_published_whatever_their_status_and_overrides_and_
         fh.write(json.dumps({**last, "step": last["step"] + 1}) + "\n")
     assert main(["publish", "sanity.grpo-fp16-s42", "--root", str(root), "--out", str(calibration), "--calibration"]) == 0
     assert (copies[0] / "metrics.jsonl").read_text() == (stopped / "metrics.jsonl").read_text()
+    (stopped / HELDOUT_RECORDS_DIR).mkdir()  # `make heldout` measured a checkpoint: its record travels with the logs
+    (stopped / HELDOUT_RECORDS_DIR / "step_4.json").write_text('{"model": "step_4"}')
+    assert main(["publish", "sanity.grpo-fp16-s42", "--root", str(root), "--out", str(calibration), "--calibration"]) == 0
+    assert (copies[0] / HELDOUT_RECORDS_DIR / "step_4.json").read_text() == '{"model": "step_4"}'
+    assert not (copies[1] / HELDOUT_RECORDS_DIR).exists()
     capsys.readouterr()
     assert main(["publish", "--root", str(root), "--calibration", "--retire"]) == 2
     assert "--retire does not apply" in capsys.readouterr().err
