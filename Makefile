@@ -168,7 +168,7 @@ eval-precision: $(STAMP) ##- BF16 vs FP16 inference, no RL (Table 2) = make run 
 tiny-model: $(STAMP) ## The shipped tiny base model: refuses; REBUILD=1 retrains it, REFILTER=1 redraws its problems
 	@$(PY) -m precision_rl tiny-model $(if $(filter 1 true yes,$(REBUILD)),--rebuild) $(if $(filter 1 true yes,$(REFILTER)),--refilter)
 
-heldout: $(STAMP) ##- Success rates at T=1 of a local tiny run's last checkpoint and of the shipped base: make heldout [EXP=sanity/grpo] [PRECISION=fp16] [SEED=42] [STEP=300]
+heldout: $(STAMP) ##- Success rates at T=1 of a local tiny run's last checkpoint against the shipped base's, with standard errors: make heldout [EXP=sanity/grpo] [PRECISION=fp16] [SEED=42] [STEP=300]
 	@$(PY) -m precision_rl heldout $(EXP_ARGS) $(if $(PRECISION),--precision $(PRECISION)) --seed $(SEED) $(if $(STEP),--step $(STEP))
 
 solve-rates: $(STAMP) ##- Can a sanity set be drawn from a tiny model? Success rate by chain length (default: the long-answer model) [ARGS='--max-ops 12 --sft-steps 1600']

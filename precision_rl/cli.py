@@ -195,10 +195,11 @@ def cmd_tiny_model(args) -> int:
 
 def cmd_heldout(args) -> int:
     """Print the success rates at T=1 (held-out and training problems) of a checkpoint of the newest local tiny run of
-    each selected experiment arm, beside the shipped base's, measuring each model once; return 0."""
+    each selected experiment arm, beside the shipped base's, with each checkpoint's change against the base and its
+    standard errors (``heldout.change_from_base``), measuring each model once; return 0."""
     from precision_rl.launch import runs
     from precision_rl.paths import local_view, runs_root
-    from precision_rl.tiny.heldout import RECORDS_DIR, checkpoint_steps, measured, model_name
+    from precision_rl.tiny.heldout import RECORDS_DIR, change_from_base, checkpoint_steps, measured, model_name
 
     if args.seed < 0:
         raise UserError(f"SEED must be a non-negative integer, got {args.seed}")
@@ -217,13 +218,17 @@ def cmd_heldout(args) -> int:
         checkpoints.append((run_dir, run_dir / runs.CHECKPOINTS_DIR / f"global_step_{step}"))
     if not checkpoints:
         raise UserError(f"no local tiny run of {' '.join(args.experiments)} seed {args.seed} under {runs_root()}")
-    rows = [[model_name(None), "", s.problem_set, s.mean, f"{s.all_right}/{len(s.rates)}", s.none_right]
-            for s in measured(local_view().results / RECORDS_DIR, None)]
+    base = {s.problem_set: s for s in measured(local_view().results / RECORDS_DIR, None)}
+    rows = [[model_name(None), "", s.problem_set, f"{s.mean:.3f}", "", "", "", f"{s.all_right}/{len(s.rates)}",
+             s.none_right] for s in base.values()]
     for run_dir, step_dir in checkpoints:
-        rows += [[model_name(step_dir), str(run_dir.relative_to(runs_root())), s.problem_set, s.mean,
-                  f"{s.all_right}/{len(s.rates)}", s.none_right] for s in measured(run_dir / RECORDS_DIR, step_dir)]
-    print(render_table(rows, ["model", "run", "problems", "mean success (T=1)", "all answers right",
-                              "no answer right"], floatfmt=".3f"))
+        for s in measured(run_dir / RECORDS_DIR, step_dir):
+            change = change_from_base(s, base[s.problem_set])
+            rows.append([model_name(step_dir), str(run_dir.relative_to(runs_root())), s.problem_set, f"{s.mean:.3f}",
+                         f"{change.difference:+.3f}", f"{change.sampling_se:.3f}", f"{change.problems_se:.3f}",
+                         f"{s.all_right}/{len(s.rates)}", s.none_right])
+    print(render_table(rows, ["model", "run", "problems", "mean success (T=1)", "vs base", "SE (sampling)",
+                              "SE (over problems)", "all answers right", "no answer right"], floatfmt=""))
     return 0
 
 
@@ -258,7 +263,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "precision_rl/tiny/sanity_problems.json")
     tiny.set_defaults(func=cmd_tiny_model)
     heldout = sub.add_parser("heldout", help="success rates at T=1 of a tiny run's checkpoint and of the shipped base, "
-                                             "on the held-out and the training problems")
+                                             "on the held-out and the training problems, with the change "
+                                             "against the base and its standard errors")
     heldout.add_argument("experiments", nargs="*", default=["sanity/grpo"])
     heldout.add_argument("--precision", action="append", help="arm(s), e.g. fp16 (default: every arm)")
     heldout.add_argument("--seed", type=int, default=registry.DEFAULT_SEEDS[0])

@@ -3,8 +3,8 @@
 Rules
 - ``sanity_reward``: a sanity-test run passes when its final training reward (trailing mean over the last
   ``series.TRAIL_WINDOW`` = 5 logged steps of ``critic/score/mean``) is ≥ 0.95: the paper's criterion of
-  > 95 % training accuracy on the "perfectible" set (docs/sources.md#headline-numbers). The note places the run
-  in the committed band of its configuration and arm (``runs.configuration_key``: experiment, scale, the spec's
+  > 95 % training accuracy on the "perfectible" set (docs/sources.md#headline-numbers). The note gives the mean
+  and sd of the per-step reward over the last ``PLATEAU_STEPS`` logged steps and places the run in the committed band of its configuration and arm (``runs.configuration_key``: experiment, scale, the spec's
   settings, extra overrides and tiny instrument), read from the committed runs (``results/logs/`` and
   ``results/reference/``), and names those runs.
 - ``sanity_reward_over_seeds``: the verdict of a sanity configuration in one arm, over the seeds the experiment runs
@@ -44,6 +44,9 @@ from precision_rl.errors import UserError
 SANITY_FAMILY = "sanity"
 SANITY_REWARD = 0.95
 START_STEPS = 10
+# The plateau a sanity run's note describes: the per-step reward over its last PLATEAU_STEPS logged steps (one
+# checkpoint interval of the tiny profile), whose spread shows how much of the trailing mean is step-to-step noise.
+PLATEAU_STEPS = 25
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,17 @@ def final_reward(index: SeriesIndex, scale: str, run: str) -> tuple[float, int] 
     if smooth is None or smooth.empty:
         return None
     return float(smooth.iloc[-1]), int(smooth.index[-1])
+
+
+def plateau_text(index: SeriesIndex, scale: str, run: str, steps: int = PLATEAU_STEPS) -> str:
+    """Return the per-step training reward over a run's last ``steps`` logged steps as text, e.g. ``per-step mean
+    0.971 (sd 0.009) over steps 201-225``; ``""`` where no reward was logged."""
+    reward = index.quantity(scale, run, M.REWARD_Q)
+    tail = reward.dropna().iloc[-steps:] if reward is not None else None
+    if tail is None or tail.empty:
+        return ""
+    spread = f"sd {tail.std():.3f}" if len(tail) > 1 else "one step"
+    return f"per-step mean {tail.mean():.3f} ({spread}) over steps {int(tail.index[0])}-{int(tail.index[-1])}"
 
 
 @dataclass(frozen=True)
@@ -311,7 +325,8 @@ def check_run(index: SeriesIndex, run: dict, reference: RunTable | None = None,
             where = band.describe(final[0]) if band else f"no committed run of this configuration ({run['config']}) " \
                 "and arm to compare with"
             out.append(_compare(name, scale, "sanity_reward", final[0], SANITY_REWARD, False,
-                                f"final trailing mean over {TRAIL_WINDOW} steps at step {final[1]}; {where}"))
+                                f"final trailing mean over {TRAIL_WINDOW} steps at step {final[1]}; "
+                                f"{plateau_text(index, scale, name)}; {where}"))
     series = {stat: index.quantity(scale, name, q) for stat, q in STATS.items()}
     logged = {stat: s for stat, s in series.items() if s is not None and not s.empty}
     out.append(CheckResult(name, scale, "mismatch_logged", "pass" if logged else "fail", None, "",

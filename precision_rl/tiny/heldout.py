@@ -56,6 +56,33 @@ class SetRates:
         return sum(rate <= 0.0 for rate in self.rates)
 
 
+@dataclasses.dataclass(frozen=True)
+class Change:
+    """A model's mean success rate on one problem set minus the base's, with two standard errors: ``sampling_se``
+    holds the problems fixed (the binomial error of ``k`` answers per problem, both models), ``problems_se`` treats
+    them as a sample of such problems (the spread of the per-problem differences)."""
+
+    problem_set: str
+    difference: float
+    sampling_se: float
+    problems_se: float
+
+
+def change_from_base(model: SetRates, base: SetRates) -> Change:
+    """Return ``model``'s change against ``base`` on the same problem set, problem by problem; raise UserError when
+    the two were measured on different sets or numbers of problems."""
+    if (model.problem_set, len(model.rates)) != (base.problem_set, len(base.rates)):
+        raise UserError(f"cannot compare {model.problem_set} ({len(model.rates)} problems) with the base's "
+                        f"{base.problem_set} ({len(base.rates)} problems)")
+    n = len(model.rates)
+    diffs = [a - b for a, b in zip(model.rates, base.rates, strict=True)]
+    mean = sum(diffs) / n
+    # Unbiased variance of a success rate estimated from k answers: p(1 - p) / (k - 1).
+    variance = sum(r * (1 - r) / (rates.k - 1) for rates in (model, base) for r in rates.rates if rates.k > 1)
+    spread = sum((d - mean) ** 2 for d in diffs) / (n - 1) if n > 1 else 0.0
+    return Change(model.problem_set, mean, variance ** 0.5 / n, (spread / n) ** 0.5)
+
+
 def checkpoint_steps(checkpoints: Path) -> list[int]:
     """Return the steps of ``checkpoints`` (a run's verl checkpoint folder) whose actor weights are on disk, sorted."""
     found = []

@@ -68,6 +68,8 @@ def test_checks_pass_and_fail_where_they_must(root):
 
     collapsed = by_rule(results, "sanity.grpo-bf16-s1")
     assert collapsed["sanity_reward"].status == "fail" and collapsed["sanity_reward"].value == pytest.approx(0.02)
+    # Steps 1-11 at 0.7, 12-20 at 0.02: the plateau note covers all 20 logged steps (fewer than PLATEAU_STEPS).
+    assert "per-step mean 0.394 (sd 0.347) over steps 1-20" in collapsed["sanity_reward"].note
     assert collapsed["mismatch_start/token_kl"].status == "pass"  # 1e-3 is the paper's BF16 level
     assert "mismatch_throughout/token_kl" not in collapsed  # BF16 mismatch may grow
 

@@ -118,3 +118,37 @@ def test_the_command_names_what_is_missing_in_one_line(tmp_path, monkeypatch, ca
     fake_checkpoint(run_dir / runs.CHECKPOINTS_DIR, 50)
     assert main(["heldout", "--precision", "fp16", "--seed", "3", "--step", "7"]) == 2
     assert capsys.readouterr().err.strip().endswith("has no checkpoint weights at step 7 (weights kept: 50)")
+
+
+def test_the_change_against_the_base_carries_both_standard_errors():
+    base = heldout.SetRates("validation", 5, (0.0, 0.4, 1.0))
+    model = heldout.SetRates("validation", 5, (0.2, 0.4, 0.6))
+    change = heldout.change_from_base(model, base)
+    # Differences +0.2, 0, -0.4 (mean -0.0667, sample sd 0.3055); binomial variances p(1-p)/(k-1) summed over both.
+    assert change.difference == pytest.approx(-0.2 / 3)
+    assert change.problems_se == pytest.approx(0.30551 / 3 ** 0.5, rel=1e-4)
+    assert change.sampling_se == pytest.approx(((0.16 + 0.24 + 0.24 + 0.24) / 4) ** 0.5 / 3)
+    with pytest.raises(UserError, match="cannot compare train"):
+        heldout.change_from_base(heldout.SetRates("train", 5, (0.2,)), base)
+
+
+def test_the_command_prints_each_checkpoint_against_the_base(tmp_path, monkeypatch, capsys):
+    from precision_rl.cli import main
+    from precision_rl.launch import runs
+    from precision_rl.paths import RUNS_ENV
+
+    monkeypatch.setenv(RUNS_ENV, str(tmp_path / "runs"))
+    run_dir = runs.arm_dir(tmp_path / "runs", "tiny", "sanity/grpo", "fp16") / "s3-20260101T000000Z"
+    fake_checkpoint(run_dir / runs.CHECKPOINTS_DIR, 50)
+
+    def fake_measure(model_dir, config=None):
+        trained = Path(model_dir).resolve() != SHIPPED_DIR.resolve()
+        return [heldout.SetRates("validation", 16, (0.25, 0.75) if trained else (0.5, 0.5))]
+
+    monkeypatch.setattr(heldout, "measure", fake_measure)
+    assert main(["heldout", "--precision", "fp16", "--seed", "3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "vs base" in lines[0] and "SE (over problems)" in lines[0]
+    trained = next(line.split() for line in lines if line.startswith("step_50"))
+    # Differences -0.25 and +0.25; sampling variances 0.25 * 0.75 / 15 (trained) and 0.5 * 0.5 / 15 (base), twice.
+    assert trained[2:7] == ["validation", "0.500", "+0.000", "0.121", "0.250"]
