@@ -4,9 +4,10 @@ Rules
 - ``sanity_reward``: a sanity-test run passes when its final training reward (trailing mean over the last
   ``series.TRAIL_WINDOW`` = 5 logged steps of ``critic/score/mean``) is ≥ 0.95: the paper's criterion of
   > 95 % training accuracy on the "perfectible" set (docs/sources.md#headline-numbers). The note gives the mean
-  and sd of the per-step reward over the last ``PLATEAU_STEPS`` logged steps and places the run in the committed band of its configuration and arm (``runs.configuration_key``: experiment, scale, the spec's
-  settings, extra overrides and tiny instrument), read from the committed runs (``results/logs/`` and
-  ``results/reference/``), and names those runs.
+  and sd of the per-step reward over the last ``PLATEAU_STEPS`` logged steps and places the run in the committed
+  band of its configuration and arm (``runs.configuration_key``: experiment, scale, the spec's settings, extra
+  overrides and tiny instrument), read from the committed runs (``results/logs/`` and ``results/reference/``), and
+  names those runs.
 - ``sanity_reward_over_seeds``: the verdict of a sanity configuration in one arm, over the seeds the experiment runs
   (``scales.<scale>.seeds``): mean, min and max of the runs' final rewards; it passes when every seed reaches 0.95,
   fails when one does not, and is skipped while seeds are missing. It uses only runs of one configuration and
