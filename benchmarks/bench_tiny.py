@@ -27,6 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from precision_rl import metrics as M
+from precision_rl.analysis.checks import SANITY_REWARD
+from precision_rl.analysis.logs import attempts_seconds, stamp_seconds
+from precision_rl.analysis.series import TRAIL_WINDOW
 from precision_rl.console import render_table
 from precision_rl.fileio import atomic_write_json
 from precision_rl.launch import runs
@@ -35,8 +38,7 @@ from precision_rl.paths import BENCH_DIR, runs_root
 
 EXPERIMENT = "sanity/grpo"
 ARMS = ("fp16", "bf16")
-STEP_PARTS = ("gen", "old_log_prob", "adv", "update_actor", "update_weights", "step")
-TRAIL = 5
+STEP_PARTS = (*M.STEP_PHASES, "step")
 # verl's log lines carry "(<Actor> pid=N)" prefixes and "INFO:<date> <time>,<ms>:" stamps.
 _STAMPED = re.compile(r"\((?P<actor>\w+) pid=\d+\).*?INFO:(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+:")
 PHASES = {"TaskRunnerV1": "Ray + driver up", "WorkerDict": "training engine worker up",
@@ -47,10 +49,6 @@ def run_arm(precision: str, seed: int) -> Path:
     """Run one arm with make (as a user would) and return its run directory."""
     subprocess.run(["make", "-s", f"sanity-{precision}", f"SEED={seed}"], check=True, env=dict(os.environ))
     return runs.latest_run_dir(runs_root(), "tiny", EXPERIMENT, precision, seed)
-
-
-def _stamp(text: str) -> float:
-    return datetime.strptime(text, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc).timestamp()
 
 
 def phases(run_dir: Path, started: float) -> dict[str, float]:
@@ -76,25 +74,30 @@ def steps_of(run_dir: Path) -> dict[int, dict]:
 
 
 def summarize(run_dir: Path) -> dict:
-    """Return the reward, timing, memory and mismatch summary of one finished run."""
+    """Return the reward, timing, memory and mismatch summary of one finished run: wall time summed over its
+    attempts (a run resumed from checkpoints has several), peak memory the highest of theirs, start-up phases those
+    of the first attempt."""
     manifest = runs.read_manifest(run_dir)
-    attempt = manifest["attempts"][0]
-    started, ended = _stamp(attempt["started"]), _stamp(attempt["ended"])
+    attempts = manifest["attempts"]
+    wall = attempts_seconds(attempts)
+    peaks = [a["peak_memory_gib"] for a in attempts if a.get("peak_memory_gib") is not None]
     steps = [data for step, data in sorted(steps_of(run_dir).items()) if step > 0]
     get = lambda key: np.array([s[key] for s in steps if s.get(key) is not None], dtype=float)  # noqa: E731
     reward = get(REWARD)
-    trailing = np.convolve(reward, np.ones(TRAIL) / TRAIL, mode="valid")
+    trailing = np.convolve(reward, np.ones(TRAIL_WINDOW) / TRAIL_WINDOW, mode="valid")
     step_total = float(get(M.STEP_TIME).sum())
     testing = float(get(M.TIMING_PREFIX + "testing").sum())
-    wall = ended - started
     return {
-        "run_dir": str(run_dir), "seed": manifest["seed"], "steps": len(steps), "wall_s": wall,
+        "run_dir": str(run_dir), "seed": manifest["seed"], "steps": len(steps), "attempts": len(attempts),
+        "wall_s": wall,
         "reward_first": float(reward[0]), "reward_final": float(trailing[-1]),
-        "first_step_trailing_0.95": next((i + TRAIL for i, r in enumerate(trailing) if r >= 0.95), None),
+        "first_step_trailing_0.95": next((i + TRAIL_WINDOW for i, r in enumerate(trailing) if r >= SANITY_REWARD),
+                                         None),
         "step_seconds_median": {p: float(np.median(get(M.TIMING_PREFIX + p))) for p in STEP_PARTS},
         "steps_total_s": step_total, "validation_in_steps_s": testing,
-        "outside_steps_s": wall - step_total - testing, "startup_phases_s": phases(run_dir, started),
-        "peak_memory_gib": attempt.get("peak_memory_gib"),
+        "outside_steps_s": wall - step_total - testing,
+        "startup_phases_s": phases(run_dir, stamp_seconds(attempts[0]["started"])),
+        "peak_memory_gib": max(peaks) if peaks else None,
         "mean_abs_prob_diff": float(get(PROBS_DIFF_ABS_MEAN).mean()), "k3_kl": float(get(TOKEN_KL_K3).mean()),
         "k1_kl": float(get(TOKEN_KL_K1).mean()),
         "gemm": {k: manifest["platform"].get(k) for k in ("fp16_gemm", "bf16_gemm", "rollout_gemm")},

@@ -1,7 +1,7 @@
 """The one command line: ``python -m precision_rl <command>``; every user error is one line and exit 2.
 
 Runs: list, show, run, grid, data, mismatch, tiny-model, heldout. Analysis (``analysis/commands.py``): collect, figure,
-figures, tables, check, bench-analysis. The Makefile and the scripts under ``analysis/`` call these.
+figures, tables, check, span, bench-analysis. The Makefile and the scripts under ``analysis/`` call these.
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ TIMING_PREFIX = "timing_s/"  # verl times each phase of a step as timing_s/<phas
 # Metrics that measure the machine (time, throughput, memory): no rerun repeats them, a repeatable run every other.
 MEASURED_PREFIXES = (TIMING_PREFIX, "timing_per_token_ms/", "perf/", "actor/perf/")
 STEP_TIME = TIMING_PREFIX + "step"
+# The phases of a step (timing_s/<phase>) that benchmarks and step-range summaries report: rollout, the training
+# engine's recompute of the old log-probs, advantages, the actor update and the weight sync to the rollout engine.
+STEP_PHASES = ("gen", "old_log_prob", "adv", "update_actor", "update_weights")
 VAL_CORE_PREFIX = "val-core/"
 
 # --- our additions ---
@@ -78,6 +81,7 @@ PROBS_DIFF_MIN_Q = Quantity("probs_diff_min", "min of π − μ", (PROBS_DIFF_MI
 SKIPPED_STEPS_Q = Quantity("skipped_steps", "Skipped fp16 steps (cumulative)", (SKIPPED_STEPS,))
 GRAD_NORM_Q = Quantity("grad_norm", "Gradient norm", (GRAD_NORM,))
 STEP_TIME_Q = Quantity("step_time", "Step time (s)", (STEP_TIME,))
+ENTROPY_Q = Quantity("entropy", "Entropy (per token)", (ENTROPY,))
 
 _VAL_RE = re.compile(rf"^{re.escape(VAL_CORE_PREFIX)}(?P<ds>.+)/(?P<var>acc|reward)/mean@(?P<n>\d+)$")
 

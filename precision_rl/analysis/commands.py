@@ -1,4 +1,5 @@
-"""The analysis subcommands of ``python -m precision_rl``: collect, figure, figures, tables, check, bench-analysis.
+"""The analysis subcommands of ``python -m precision_rl``: collect, figure, figures, tables, check, span,
+bench-analysis.
 
 ``add_parsers`` registers them on the command line's subparsers; each ``cmd_*(args)`` returns an exit code.
 """
@@ -8,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from precision_rl.config.scale import PAPER, SCALE_CHOICES, SCALES
@@ -208,6 +210,18 @@ def cmd_check(args) -> int:
     return 1 if failed else 0
 
 
+def cmd_span(args) -> int:
+    """Print the statistics of the selected runs over a range of steps; return 0."""
+    from precision_rl.analysis.checks import select_runs
+    from precision_rl.analysis.spans import parse_range, span_table
+
+    steps = parse_range(args.steps)
+    table = _table(args)
+    chosen = select_runs(table.runs, args.run or None, args.scale)
+    print(span_table(replace(table, runs=chosen), steps))
+    return 0
+
+
 def cmd_publish(args) -> int:
     """Copy the logs of the finished runs matching ``args.run`` into results/logs/ (with --calibration: of every
     matching run into results/calibration/); return 0."""
@@ -324,6 +338,16 @@ def add_parsers(sub) -> None:
     check.add_argument("--scale", default="auto", choices=SCALE_CHOICES, help="only runs at this scale (auto: all)")
     _add_source(check)
     check.set_defaults(func=cmd_check)
+
+    span = sub.add_parser("span", help="print runs' statistics over a range of steps: the training reward (per-step "
+                                       "mean and sd, trailing mean, first step it reaches the sanity pass mark), the "
+                                       "last validation, and the medians of step time and phases, mismatch, entropy "
+                                       "and response length")
+    span.add_argument("run", nargs="*", help="run names, experiment names, globs or run directories (default: all)")
+    span.add_argument("--steps", required=True, metavar="FIRST-LAST", help="the steps, both included, e.g. 76-225")
+    span.add_argument("--scale", default="auto", choices=SCALE_CHOICES, help="only runs at this scale (auto: all)")
+    _add_source(span)
+    span.set_defaults(func=cmd_span)
 
     publish = sub.add_parser("publish", help="copy finished runs' manifest and metrics into results/logs/ (committed)")
     publish.add_argument("run", nargs="*", help="run names or experiment names, globs allowed (default: every run)")

@@ -98,7 +98,7 @@ def _manifest_info(run_dir: Path) -> RunInfo:
         info = RunInfo(run=str(doc["run_name"]), scale=str(doc["scale"]), experiment=str(doc["experiment"]),
                        algorithm=str(doc.get("algorithm") or UNKNOWN), precision_train=str(prec["train"]),
                        precision_infer=str(prec["infer"]), seed=int(seed), status=runs.effective_status(doc),
-                       wall_time_s=_attempts_seconds(doc.get("attempts") or []), source=str(run_dir),
+                       wall_time_s=attempts_seconds(doc.get("attempts") or []), source=str(run_dir),
                        created=str(doc.get("created") or run_dir.name), config=runs.configuration_key(doc), numerics=runs.numerics_key(doc))
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"{run_dir / runs.MANIFEST}: missing or bad field {exc} (needs run_name, experiment, scale, "
@@ -109,7 +109,8 @@ def _manifest_info(run_dir: Path) -> RunInfo:
     return info
 
 
-def _stamp_seconds(stamp: str) -> float | None:
+def stamp_seconds(stamp: str) -> float | None:
+    """Return the POSIX time of a manifest stamp (``20261128T051044Z``, UTC), or None for anything else."""
     from datetime import datetime, timezone
 
     try:
@@ -118,11 +119,11 @@ def _stamp_seconds(stamp: str) -> float | None:
         return None
 
 
-def _attempts_seconds(attempts: list[dict]) -> float | None:
+def attempts_seconds(attempts: list[dict]) -> float | None:
     """Return the summed wall time of the attempts that recorded a start and an end, or None."""
     total, seen = 0.0, False
     for attempt in attempts:
-        start, end = _stamp_seconds(attempt.get("started")), _stamp_seconds(attempt.get("ended"))
+        start, end = stamp_seconds(attempt.get("started")), stamp_seconds(attempt.get("ended"))
         if start is not None and end is not None:
             total, seen = total + max(0.0, end - start), True
     return total if seen else None

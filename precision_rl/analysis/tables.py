@@ -39,7 +39,9 @@ def _registry_val_sets(experiment: str, scale: str) -> tuple[str, ...]:
     return load_experiment(experiment, scale).data.val if experiment in experiment_files() else ()
 
 
-def _first_val_set(experiment: str, scale: str, logged: frozenset[str]) -> str | None:
+def first_val_set(experiment: str, scale: str, logged: frozenset[str]) -> str | None:
+    """Return the validation set a run of ``experiment`` at ``scale`` is judged on: the experiment's first, else the
+    first data source with a core validation metric among ``logged``; None where there is none."""
     val = _registry_val_sets(experiment, scale) if scale in SCALES else ()
     if val:
         return val[0]
@@ -79,7 +81,7 @@ def summarize(table: RunTable) -> pd.DataFrame:
         scale, name = str(run.scale), str(run.run)
         logged = index.logged(scale, name)
         reward = summarize_reward(index.quantity(scale, name, M.REWARD_Q))
-        val_set = _first_val_set(str(run.experiment), scale, logged)
+        val_set = first_val_set(str(run.experiment), scale, logged)
         val_name = M.val_metric(logged, val_set) if val_set else None
         val = index.get(scale, name, val_name) if val_name else None
         wall = run.wall_time_s
