@@ -6,6 +6,11 @@ steps (lowest and highest in the range, and the first step of the run at which i
 ``checks.SANITY_REWARD``), the validation score at the last validated step in the range, and the medians over the
 range of the step time and its phases, of the mismatch (mean |π − μ|, k3 KL), of the entropy and of the response
 length.
+
+Every column after the first is also read against the first, step by step, over the steps both logged in the range:
+the correlation of their per-step training rewards and the mean and sd of the difference (this run minus the first).
+Two runs of one seed that differ only in precision draw the same problems and sampling seeds, so their difference
+is a paired comparison; its sd is what a single seed's arm difference has to stand out from.
 """
 
 from __future__ import annotations
@@ -90,6 +95,24 @@ def span_column(index: SeriesIndex, scale: str, run: str, experiment: str, span:
     return column
 
 
+def paired_column(reference: pd.Series, other: pd.Series) -> list[str]:
+    """Return, over the steps both per-step series hold, the number of such steps, the correlation of the two and
+    the mean (sd) of ``other - reference``, as text in the order of ``PAIRED_LABELS``."""
+    both = pd.concat([reference, other], axis=1, join="inner").dropna()
+    if len(both) < 2:
+        return [str(len(both)), "n/a", "n/a"]
+    first, second = both.iloc[:, 0].to_numpy(float), both.iloc[:, 1].to_numpy(float)
+    difference = second - first
+    flat = np.std(first) == 0 or np.std(second) == 0
+    correlation = "n/a" if flat else f"{np.corrcoef(first, second)[0, 1]:.3f}"
+    return [str(len(both)), correlation, f"{difference.mean():+.4f} (sd {difference.std(ddof=1):.4f})"]
+
+
+PAIRED_LABELS = ("steps in common with the first column",
+                 f"{M.REWARD_Q.label} per step against the first column: correlation",
+                 f"{M.REWARD_Q.label} per step minus the first column's: mean (sd)")
+
+
 def span_labels() -> list[str]:
     """Return the row labels of a span table, in the order ``span_column`` fills them."""
     return ["steps logged", f"{M.REWARD_Q.label} per step: mean (sd)",
@@ -105,6 +128,13 @@ def span_table(table: RunTable, span: StepRange) -> str:
     index = SeriesIndex(table.metrics)
     runs = list(table.runs.itertuples(index=False))
     columns = [span_column(index, str(r.scale), str(r.run), str(r.experiment), span) for r in runs]
-    rows = [[label, *(c[i] for c in columns)] for i, label in enumerate(span_labels())]
+    labels = span_labels()
+    if len(runs) > 1:
+        per_step = [span.cut(index.quantity(str(r.scale), str(r.run), M.REWARD_Q)) for r in runs]
+        for column, series in zip(columns[1:], per_step[1:], strict=True):
+            column.extend(paired_column(per_step[0], series))
+        columns[0].extend(["(the first column)"] * len(PAIRED_LABELS))
+        labels = [*labels, *PAIRED_LABELS]
+    rows = [[label, *(c[i] for c in columns)] for i, label in enumerate(labels)]
     headers = [f"steps {span}", *(f"{r.run} ({r.scale})" for r in runs)]
     return render_table(rows, headers, floatfmt="")

@@ -2,6 +2,7 @@
 second one's steps only."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from precision_rl import metrics as M
@@ -79,3 +80,32 @@ def test_span_command_prints_one_column_per_run(root, capsys):
     assert "sanity.grpo-bf16-s42 (tiny)" in out and "11-20 (10 steps)" in out
     assert main(["span", "--runs", str(root), "--steps", "20-11"]) == 2
     assert main(["span", "sanity/gspo", "--runs", str(root), "--steps", "1-20"]) == 2
+
+
+def test_paired_rows_read_each_run_against_the_first_over_common_steps():
+    reference = pd.Series([0.5, 0.6, 0.7, 0.8], index=[1, 2, 3, 4])
+    other = pd.Series([0.6, 0.65, 0.9, 0.85, 0.99], index=[2, 3, 4, 5, 6])
+    steps, correlation, difference = spans.paired_column(reference, other)
+    diffs = np.array([0.0, -0.05, 0.1])
+    assert steps == "3"
+    assert correlation == f"{np.corrcoef([0.6, 0.7, 0.8], [0.6, 0.65, 0.9])[0, 1]:.3f}"
+    assert difference == f"{diffs.mean():+.4f} (sd {diffs.std(ddof=1):.4f})"
+    assert spans.paired_column(reference, pd.Series([0.1], index=[4])) == ["1", "n/a", "n/a"]
+    assert spans.paired_column(reference, pd.Series(0.9, index=[1, 2, 3]))[1] == "n/a"
+
+
+def test_span_table_of_two_runs_pairs_the_second_with_the_first(root):
+    from precision_rl.analysis.synthetic import write_run
+
+    shifted = [{"step": r["step"], "data": {**r["data"], M.REWARD: r["data"][M.REWARD] - 0.01}}
+               for r in (record(s, 10.0) for s in range(1, 21))]
+    write_run(root, "tiny", "sanity/grpo", "fp16", 42, [shifted])
+    text = spans.span_table(logs.load_runs([root], progress=False), spans.parse_range("1-20"))
+    lines = {line.split("  ")[0]: line for line in text.splitlines()}
+    assert "(the first column)" in lines[spans.PAIRED_LABELS[0]]
+    assert lines[spans.PAIRED_LABELS[0]].split()[-1] == "20"
+    assert lines[spans.PAIRED_LABELS[1]].split()[-1] == "1.000"
+    assert lines[spans.PAIRED_LABELS[2]].endswith("(sd 0.0000)")
+    single = spans.span_table(logs.load_runs([root / "tiny" / "sanity" / "grpo" / "fp16"], progress=False),
+                              spans.parse_range("1-20"))
+    assert spans.PAIRED_LABELS[0] not in single
