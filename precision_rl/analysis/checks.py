@@ -28,6 +28,7 @@ A statistic a run did not log is skipped (e.g. verl's bypass mode logs no ``trai
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -171,17 +172,41 @@ def same_configuration(a: dict, b: dict) -> bool:
     return str(a.get("config")) not in ("", "nan", UNKNOWN) and all(str(a.get(k)) == str(b.get(k)) for k in keys)
 
 
-def reference_band(reference: RunTable | None, run: dict, index: SeriesIndex | None = None) -> Band | None:
-    """Return the band of ``run``'s configuration and arm among the committed ``reference`` runs (None when there is
-    none; a run is never its own reference); ``index`` is the reference's SeriesIndex where already built."""
-    if reference is None or reference.runs.empty:
-        return None
-    index = index or SeriesIndex(reference.metrics)
+@dataclass(frozen=True)
+class CommittedRuns:
+    """The committed runs a run is compared with: one table per committed root, each with its SeriesIndex. A run name
+    is unique within a root, not across roots (the 2-step reference run of an arm and seed in ``results/reference/``
+    and its published full-length run in ``results/logs/`` share it), so the roots are never merged into one table,
+    where one of the two would be dropped."""
+
+    tables: tuple[tuple[RunTable, SeriesIndex], ...] = ()
+
+    @classmethod
+    def of(cls, reference: CommittedRuns | RunTable | Sequence[RunTable] | None) -> CommittedRuns:
+        """Return ``reference`` (one table, one per root, or none) as CommittedRuns, each table indexed once."""
+        if isinstance(reference, CommittedRuns):
+            return reference
+        tables = [reference] if isinstance(reference, RunTable) else list(reference or ())
+        return cls(tuple((t, SeriesIndex(t.metrics)) for t in tables if t is not None and not t.runs.empty))
+
+    def peers(self, run: dict) -> list[tuple[dict, SeriesIndex]]:
+        """Return the committed runs of ``run``'s configuration and arm (rows of their runs tables), each with its
+        table's SeriesIndex: never the run itself or its published copy, and a run found in two roots once."""
+        arm = (run["precision_train"], run["precision_infer"])
+        found: list[tuple[dict, SeriesIndex]] = []
+        for table, index in self.tables:
+            for ref in table.runs.to_dict("records"):
+                if same_configuration(run, ref) and (ref["precision_train"], ref["precision_infer"]) == arm \
+                        and not same_run(run, ref) and not any(same_run(ref, seen) for seen, _ in found):
+                    found.append((ref, index))
+        return found
+
+
+def reference_band(committed: CommittedRuns, run: dict) -> Band | None:
+    """Return the band of ``run``'s configuration and arm among the ``committed`` runs (None when there is none; a run
+    is never its own reference)."""
     values, sources = {}, []
-    for ref in reference.runs.to_dict("records"):
-        if not same_configuration(run, ref) or same_run(run, ref) \
-                or (ref["precision_train"], ref["precision_infer"]) != (run["precision_train"], run["precision_infer"]):
-            continue
+    for ref, index in committed.peers(run):
         final = final_reward(index, str(ref["scale"]), str(ref["run"]))
         if final is not None:
             values[int(ref["seed"])] = final[0]
@@ -227,15 +252,6 @@ def seed_verdict(index: SeriesIndex, runs: list[dict], scale: str, experiment: s
     return CheckResult(label, scale, rule, status, min(values.values()), bound, f"{note}; {used}")
 
 
-def _committed_peers(reference: RunTable | None, run: dict) -> list[dict]:
-    """Return the committed runs of ``run``'s configuration and arm (never the run itself or its published copy)."""
-    if reference is None or reference.runs.empty:
-        return []
-    arm = (run["precision_train"], run["precision_infer"])
-    return [r for r in reference.runs.to_dict("records") if same_configuration(run, r)
-            and (r["precision_train"], r["precision_infer"]) == arm and not same_run(run, r)]
-
-
 def _repeat(index: SeriesIndex, run: dict, ref_index: SeriesIndex, ref: dict) -> CheckResult:
     """Return whether ``run`` logged every value the committed run ``ref`` (same seed and numerics) logged."""
     name, scale = str(run["run"]), str(run["scale"])
@@ -259,21 +275,19 @@ def _repeat(index: SeriesIndex, run: dict, ref_index: SeriesIndex, ref: dict) ->
     return CheckResult(name, scale, "regression/repeat", "pass", 0.0, "0 metrics differ", note)
 
 
-def regression_checks(index: SeriesIndex, run: dict, reference: RunTable | None,
-                      ref_index: SeriesIndex | None = None) -> list[CheckResult]:
+def regression_checks(index: SeriesIndex, run: dict, committed: CommittedRuns) -> list[CheckResult]:
     """Return the regression gate's results for ``run``: its final reward and median mismatch against the band of the
-    committed runs of its configuration and arm, and an exact repeat of a committed run of the same seed and
-    numerics; nothing where no committed run of the configuration exists. ``ref_index`` is the reference's
-    SeriesIndex where already built."""
-    peers = _committed_peers(reference, run)
+    ``committed`` runs of its configuration and arm, and an exact repeat of a committed run of the same seed and
+    numerics; nothing where no committed run of the configuration exists."""
+    peers = committed.peers(run)
     if not peers:
         return []
     name, scale = str(run["run"]), str(run["scale"])
-    ref_index = ref_index or SeriesIndex(reference.metrics)
-    used = f"committed runs {', '.join(short_source(str(r['source'])) for r in peers)}"
+    used = f"committed runs {', '.join(short_source(str(r['source'])) for r, _ in peers)}"
     out = []
     final = final_reward(index, scale, name)
-    finals = [f[0] for r in peers if (f := final_reward(ref_index, str(r["scale"]), str(r["run"]))) is not None]
+    finals = [f[0] for r, ref_index in peers
+              if (f := final_reward(ref_index, str(r["scale"]), str(r["run"]))) is not None]
     if final is not None and finals:
         low, high = min(finals), max(finals)
         margin = max(REWARD_MARGIN, high - low)
@@ -283,7 +297,7 @@ def regression_checks(index: SeriesIndex, run: dict, reference: RunTable | None,
                                f"committed band {low:.3f}-{high:.3f} ± {margin:.2f}; {used}"))
     for stat, quantity in STATS.items():
         mine = index.quantity(scale, name, quantity)
-        medians = [float(s.median()) for r in peers
+        medians = [float(s.median()) for r, ref_index in peers
                    if (s := ref_index.quantity(str(r["scale"]), str(r["run"]), quantity)) is not None and not s.empty]
         if mine is None or mine.empty or not medians or min(medians) <= 0:
             continue
@@ -292,10 +306,11 @@ def regression_checks(index: SeriesIndex, run: dict, reference: RunTable | None,
         out.append(CheckResult(name, scale, f"regression/{stat}", "pass" if low <= value <= high else "fail", value,
                                f"in {low:.3g}-{high:.3g}", f"median over steps; committed medians "
                                f"{min(medians):.3g}-{max(medians):.3g} within {MISMATCH_FACTOR:g}x; {used}"))
-    twins = [r for r in peers if int(r["seed"]) == int(run["seed"]) and str(r.get("numerics")) == str(run.get("numerics"))
-             and str(run.get("numerics")) not in ("", "nan", UNKNOWN)]
+    twins = [(r, ref_index) for r, ref_index in peers if int(r["seed"]) == int(run["seed"])
+             and str(r.get("numerics")) == str(run.get("numerics")) and str(run.get("numerics")) not in ("", "nan", UNKNOWN)]
     if twins:
-        out.append(_repeat(index, run, ref_index, twins[0]))
+        twin, twin_index = twins[0]
+        out.append(_repeat(index, run, twin_index, twin))
     return out
 
 
@@ -308,11 +323,9 @@ def is_sanity(experiment: str) -> bool:
     return str(experiment).split("/")[0] == SANITY_FAMILY
 
 
-def check_run(index: SeriesIndex, run: dict, reference: RunTable | None = None,
-              ref_index: SeriesIndex | None = None) -> list[CheckResult]:
+def check_run(index: SeriesIndex, run: dict, committed: CommittedRuns | None = None) -> list[CheckResult]:
     """Return the single-run rules' results for ``run`` (a row of the runs table as a dict); a sanity run's reward is
-    placed in the band of the ``reference`` runs of its configuration and arm (``ref_index``: their SeriesIndex
-    where already built)."""
+    placed in the band of the ``committed`` runs of its configuration and arm."""
     name, scale = str(run["run"]), str(run["scale"])
     train, infer = str(run["precision_train"]), str(run["precision_infer"])
     out: list[CheckResult] = []
@@ -322,7 +335,7 @@ def check_run(index: SeriesIndex, run: dict, reference: RunTable | None = None,
             out.append(CheckResult(name, scale, "sanity_reward", "fail", None, f">= {SANITY_REWARD}",
                                    f"no {M.REWARD} logged"))
         else:
-            band = reference_band(reference, run, ref_index)
+            band = reference_band(committed or CommittedRuns(), run)
             where = band.describe(final[0]) if band else f"no committed run of this configuration ({run['config']}) " \
                 "and arm to compare with"
             out.append(_compare(name, scale, "sanity_reward", final[0], SANITY_REWARD, False,
@@ -405,18 +418,18 @@ def select_runs(runs: pd.DataFrame, patterns: list[str] | None, scale: str | Non
 
 
 def run_checks(table: RunTable, patterns: list[str] | None = None, scale: str | None = None,
-               reference: RunTable | None = None) -> list[CheckResult]:
+               reference: CommittedRuns | RunTable | Sequence[RunTable] | None = None) -> list[CheckResult]:
     """Return every rule's result for the selected runs, then the verdict over seeds of each selected sanity
     configuration and arm; pairs and verdicts use only runs of the same configuration in ``table``, and each run is
-    placed in the band of the committed ``reference`` runs of its configuration."""
+    placed in the band of the committed ``reference`` runs of its configuration (one table per committed root)."""
     index = SeriesIndex(table.metrics)
     selected = select_runs(table.runs, patterns, scale)
     everyone = table.runs.to_dict("records")
     results: list[CheckResult] = []
-    ref_index = SeriesIndex(reference.metrics) if reference is not None and not reference.runs.empty else None
+    committed = CommittedRuns.of(reference)
     for run in selected.to_dict("records"):
-        results += check_run(index, run, reference, ref_index)
-        results += regression_checks(index, run, reference, ref_index)
+        results += check_run(index, run, committed)
+        results += regression_checks(index, run, committed)
         if run["precision_train"] == run["precision_infer"] == "fp16":
             twins = [r for r in everyone if same_configuration(run, r)
                      and r["precision_train"] == r["precision_infer"] == "bf16"]

@@ -187,11 +187,13 @@ def cmd_tables(args) -> int:
 
 
 def _committed_runs():
-    """Return the table of the committed runs (published logs and reference runs), or None where there are none."""
+    """Return the committed runs (published logs and reference runs), one table per root (``checks.CommittedRuns``:
+    a run name repeats across the roots)."""
     from precision_rl.analysis import logs
+    from precision_rl.analysis.checks import CommittedRuns
 
     roots = [r for r in committed_run_roots() if r.is_dir() and logs.find_run_dirs(r)]
-    return logs.load_runs(roots, progress=False) if roots else None
+    return CommittedRuns.of([logs.load_runs([root], progress=False) for root in roots])
 
 
 def cmd_check(args) -> int:

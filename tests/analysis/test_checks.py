@@ -1,6 +1,7 @@
 """The pass criteria: checks pass and fail where they must, and the command names the failed rule."""
 
 import shutil
+import warnings
 
 import pytest
 
@@ -162,6 +163,26 @@ def test_a_run_is_placed_in_the_committed_band_of_its_configuration(tmp_path):
     assert note.count(str(tmp_path / "reference")) == 3 and "other-instrument" not in note and "shorter" not in note
     alone = checks.run_checks(logs.load_runs([tmp_path / "other-instrument"], progress=False), reference=reference)
     assert "no committed run of this configuration" in by_rule(alone, "sanity.grpo-fp16-s42")["sanity_reward"].note
+
+
+def test_a_run_name_in_both_committed_roots_keeps_the_band_of_each_configuration(tmp_path, monkeypatch, capsys):
+    # results/logs holds the full-length run of seed 42 and results/reference the 2-step gate's run of the same name:
+    # each is the band of its own configuration, and neither is dropped as a duplicate of the other.
+    monkeypatch.setenv("PRECISION_RL_LOGS", str(tmp_path / "logs"))
+    monkeypatch.setenv("PRECISION_RL_REFERENCE", str(tmp_path / "reference"))
+    short = ["trainer.total_training_steps=2"]
+    _seeded(tmp_path / "logs", "fp16", {42: 0.97})
+    _seeded(tmp_path / "reference", "fp16", {42: 0.40}, extra=short, stamp="20260303T000000Z")
+    _seeded(tmp_path / "full", "fp16", {1: 0.96}, stamp="20260404T000000Z")
+    _seeded(tmp_path / "two-step", "fp16", {1: 0.45}, extra=short, stamp="20260404T000000Z")
+    notes = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", logs.LogWarning)
+        for name in ("full", "two-step"):
+            main(["check", "sanity.grpo-fp16-s1", "--runs", str(tmp_path / name)])
+            notes[name] = capsys.readouterr().out
+    assert "below the committed band 0.970-0.970 (seeds 42: 0.970" in notes["full"]
+    assert "above the committed band 0.400-0.400 (seeds 42: 0.400" in notes["two-step"]
 
 
 def test_pairs_and_verdicts_use_only_runs_of_one_configuration_and_name_them(tmp_path):
