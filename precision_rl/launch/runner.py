@@ -177,30 +177,63 @@ def plan_run(spec: ExperimentSpec, arm: PrecisionArm, decision: ScaleDecision, o
     return plan
 
 
-def resume_overrides(checkpoints: Path, last_logged: int | None) -> list[str]:
-    """Return the verl overrides that resume from the newest checkpoint whose step has its metrics line.
+@dataclass(frozen=True)
+class ResumePoint:
+    """Where ``RESUME=1`` continues a run: the checkpoint verl loads (None: from step 1) and how it is named to verl."""
+
+    checkpoint: Path | None  # the checkpoint folder the resumed attempt loads; None when it starts over
+    mode: str  # verl's trainer.resume_mode: auto (the newest checkpoint), resume_path (``checkpoint``) or disable
+    skipped: Path | None = None  # a newer checkpoint passed over because its step has no metrics line
+
+    @property
+    def first_step(self) -> int:
+        """Return the first step the resumed attempt trains."""
+        return _checkpoint_step(self.checkpoint) + 1 if self.checkpoint else 1
+
+    def describe(self, run_dir: Path) -> str:
+        """Return one line saying where RESUME=1 continues ``run_dir`` and, when it steps back, why."""
+        line = f"RESUME=1 continues {run_dir} from step {self.first_step}"
+        if self.skipped is None:
+            return line
+        why = (f"verl saved {self.skipped.name} before it logged step {_checkpoint_step(self.skipped)}, which has no "
+               "metrics line")
+        return f"{line} ({why}: " + (f"the resume goes back to {self.checkpoint.name})" if self.checkpoint
+                                     else "no earlier checkpoint is kept)")
+
+
+def resume_point(checkpoints: Path, last_logged: int | None) -> ResumePoint:
+    """Return where a resume continues: the newest checkpoint whose step has its metrics line.
 
     verl saves a step's checkpoint before it validates and logs that step (verl 0.9.1
     ``verl.trainer.ppo.v1.trainer_base.PPOTrainer.fit``), so a run killed in between has a checkpoint past its last
     metrics line; resuming from it would never log that step. Such a resume goes back to an earlier checkpoint that
-    is kept, or starts over. A checkpoint whose data-loader state was saved by worker processes is resumed with as
-    many workers (``dataloader_workers_override``).
+    is kept, or starts over.
     """
     from verl.utils.checkpoint.checkpoint_manager import find_latest_ckpt_path, get_checkpoint_tracker_filename
 
     tracked = Path(get_checkpoint_tracker_filename(str(checkpoints))).is_file()
     latest = find_latest_ckpt_path(str(checkpoints)) if tracked else None
     if latest is None or _checkpoint_step(Path(latest)) <= (last_logged or 0):
-        return ["trainer.resume_mode=auto"] + (dataloader_workers_override(Path(latest)) if latest else [])
+        return ResumePoint(Path(latest) if latest else None, "auto")
     kept = [p for p in checkpoints.glob("global_step_*") if (p / "actor").is_dir()
             and _checkpoint_step(p) <= (last_logged or 0)]
-    if kept:
-        chosen = max(kept, key=_checkpoint_step)
-        return (["trainer.resume_mode=resume_path", f"trainer.resume_from_path={chosen}"]
-                + dataloader_workers_override(chosen))
-    print(f"note: the newest checkpoint ({Path(latest).name}) is past the last logged step ({last_logged}) and no "
-          "earlier one is kept: the resumed attempt starts from step 1", file=sys.stderr)
-    return ["trainer.resume_mode=disable"]
+    chosen = max(kept, key=_checkpoint_step) if kept else None
+    return ResumePoint(chosen, "resume_path" if chosen else "disable", skipped=Path(latest))
+
+
+def resume_overrides(checkpoints: Path, last_logged: int | None) -> list[str]:
+    """Return the verl overrides that resume from ``resume_point(checkpoints, last_logged)``.
+
+    A checkpoint whose data-loader state was saved by worker processes is resumed with as many workers
+    (``dataloader_workers_override``).
+    """
+    point = resume_point(checkpoints, last_logged)
+    if point.skipped is not None:
+        print(f"note: {point.describe(checkpoints.parent)}", file=sys.stderr)
+    overrides = [f"trainer.resume_mode={point.mode}"]
+    if point.mode == "resume_path":
+        overrides.append(f"trainer.resume_from_path={point.checkpoint}")
+    return overrides + (dataloader_workers_override(point.checkpoint) if point.checkpoint else [])
 
 
 def dataloader_workers_override(checkpoint: Path) -> list[str]:
@@ -379,7 +412,8 @@ def execute(plan: RunPlan) -> int:
         record = stop.outcome
         finish_attempt(plan, "interrupted", record.exit_code, reason=record.reason,
                        peak_memory_gib=record.peak_memory_gib, cleanup=record.leftovers_removed)
-        print(f"{plan.name}: interrupted; {plan.run_dir} is valid and RESUME=1 continues it", file=sys.stderr)
+        point = resume_point(plan.run_dir / runs.CHECKPOINTS_DIR, runs.last_logged_step(plan.run_dir))
+        print(f"{plan.name}: interrupted; {point.describe(plan.run_dir)}", file=sys.stderr)
         raise
     except KeyboardInterrupt:
         finish_attempt(plan, "interrupted", None, reason="interrupted by the user before verl started")

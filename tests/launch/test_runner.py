@@ -227,7 +227,7 @@ def _verl_started(plan) -> bool:
     return (plan.run_dir / runs.MANIFEST).is_file() and bool(_running(_hang(plan)))
 
 
-def test_an_interrupted_run_is_recorded_and_leaves_no_process(isolated):
+def test_an_interrupted_run_is_recorded_and_leaves_no_process(isolated, capsys):
     plan = _paper_plan(isolated)
     _fake_verl(plan, _hang(plan))
 
@@ -252,6 +252,7 @@ def test_an_interrupted_run_is_recorded_and_leaves_no_process(isolated):
     doc = runs.read_manifest(plan.run_dir)
     assert doc["status"] == "interrupted" and doc["attempts"][0]["status"] == "interrupted"
     assert not _running(_hang(plan))
+    assert f"interrupted; RESUME=1 continues {plan.run_dir} from step 1" in capsys.readouterr().err
 
 
 def test_an_interrupt_while_the_run_starts_is_recorded_and_leaves_no_process(isolated, monkeypatch):
@@ -370,7 +371,23 @@ def test_resume_goes_back_to_a_checkpoint_whose_step_was_logged(tmp_path, capsys
     assert launch.resume_overrides(ckpt, 5) == ["trainer.resume_mode=resume_path",
                                                 f"trainer.resume_from_path={ckpt / 'global_step_4'}"]
     assert launch.resume_overrides(ckpt, 3) == ["trainer.resume_mode=disable"]
-    assert "starts from step 1" in capsys.readouterr().err
+    assert f"note: RESUME=1 continues {tmp_path} from step 1 (" in capsys.readouterr().err
+
+
+def test_the_interrupt_message_says_from_which_step_a_resume_continues(tmp_path):
+    """The line printed on Ctrl-C names the step RESUME=1 starts at, and why when a checkpoint is passed over."""
+    ckpt = tmp_path / "checkpoints"
+    assert launch.resume_point(ckpt, None).describe(tmp_path) == f"RESUME=1 continues {tmp_path} from step 1"
+    for step in (4, 6):
+        (ckpt / f"global_step_{step}" / "actor").mkdir(parents=True)
+    (ckpt / "latest_checkpointed_iteration.txt").write_text("6")
+    assert launch.resume_point(ckpt, 6).describe(tmp_path) == f"RESUME=1 continues {tmp_path} from step 7"
+    assert launch.resume_point(ckpt, 5).describe(tmp_path) == (
+        f"RESUME=1 continues {tmp_path} from step 5 (verl saved global_step_6 before it logged step 6, which has no "
+        "metrics line: the resume goes back to global_step_4)")
+    assert launch.resume_point(ckpt, 3).describe(tmp_path) == (
+        f"RESUME=1 continues {tmp_path} from step 1 (verl saved global_step_6 before it logged step 6, which has no "
+        "metrics line: no earlier checkpoint is kept)")
 
 
 def test_verl_still_checkpoints_a_step_before_it_logs_it():
