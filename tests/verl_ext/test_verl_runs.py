@@ -1,12 +1,13 @@
-"""Real verl runs at tiny scale, one per algorithm family: verl 0.9.1's trainer on the CPU platform, launched by
-``python -m precision_rl run`` exactly as ``make sanity-fp16`` launches it, with the project's extensions.
+"""Real verl runs at tiny scale: verl 0.9.1's trainer on the CPU platform, launched by ``python -m precision_rl run``
+exactly as ``make sanity-fp16`` launches it, with the project's extensions.
 
 The runs use the shipped tiny model and a small generated problem set; verl's custom-reward hook loads
 ``parity_reward.py`` (a reward with a spread in every group, whatever the model answers). Each run is 2 steps of a
-shrunken profile. One GRPO run is repeated alone and must log the same metrics and generate the same samples; its
-BF16 twin computes its GEMMs by the emulated bf16 GEMM. The GRPO pair is the regression gate: it must stay in the band
-of the committed 2-step runs of its configuration (``results/reference/``), and repeat them exactly where its
-numerics are theirs.
+shrunken profile. ``make test`` runs the GRPO pair (FP16, and BF16 with the emulated bf16 GEMM) side by side, then
+FP16 GRPO once more, SIGKILLed after step 1 and resumed: the rerun must log the same metrics and generate the same
+samples as the first run. The pair is the regression gate: it must stay in the band of the committed 2-step runs of
+its configuration (``results/reference/``), and repeat them exactly where its numerics are theirs. One run per other
+algorithm family, and every registered arm, run in ``make test-grid``.
 """
 
 from __future__ import annotations
@@ -68,21 +69,23 @@ REQUIRED = [M.REWARD, M.RESPONSE_LENGTH, M.GRAD_NORM, M.ENTROPY, "actor/pg_loss"
             M.PROBS_DIFF_ABS_MEAN, "training/rollout_probs_diff_std", M.TOKEN_KL_K1, M.TOKEN_KL_K3, M.PROBS_DIFF_MAX,
             M.PROBS_DIFF_MIN, M.LOSS_SCALE, M.SKIPPED_STEPS, M.STEP_TIME,
             *(M.TIMING_PREFIX + phase for phase in ("gen", "old_log_prob", "update_actor"))]
-# One run per code path of the extensions: the clipped-ratio losses with the fp16 scaler and without, the bypass
-# mode of the PG algorithms, DAPO's reward manager and group filter, LoRA (with token TIS). Each costs ~2-4 min on
-# 2 cores, mostly verl's and vLLM's start; GSPO and the other registered arms run in `make test-grid`.
-FAMILIES = [("sanity/grpo", "fp16"), ("sanity/grpo", "bf16"), ("sanity/pg_seq_mis", "bf16"),
-            ("dense14b/dapo", "bf16"), ("lora/grpo_token_tis", "bf16")]
+# One run per code path of the extensions: the clipped-ratio losses with the fp16 scaler and without (in `make test`),
+# the bypass mode of the PG algorithms with stop strings, DAPO's reward manager and group filter, LoRA with token TIS
+# (in `make test-grid`, with GSPO and the other registered arms). Each costs ~2 min on 2 cores, nearly all of it the
+# start of verl's and vLLM's processes, so `make test` starts four: the pair, and the rerun's two attempts.
+GRID = pytest.mark.grid
+FAMILIES = [pytest.param(e, a, marks=marks, id=f"{e}-{a}") for e, a, marks in (
+    ("sanity/grpo", "fp16", ()), ("sanity/grpo", "bf16", ()), ("sanity/pg_seq_mis", "bf16", GRID),
+    ("dense14b/dapo", "bf16", GRID), ("lora/grpo_token_tis", "bf16", GRID))]
 # Each group starts at the same moment, as `make sanity-fp16 & make sanity-bf16` would: all must finish, sharing
-# nothing. The second group shares the 2 cores to shorten `make test`.
+# nothing.
 CONCURRENT = [[("sanity/grpo", "fp16"), ("sanity/grpo", "bf16")],
               [("dense14b/dapo", "bf16"), ("lora/grpo_token_tis", "bf16")]]
-# SIGKILLed after its first step, then continued with RESUME=1: its two steps come from two attempts.
-KILLED = ("sanity/pg_seq_mis", "bf16")
 SAVE_EVERY_STEP = "trainer.save_freq=1"
-# Run once in the concurrent group and once more alone afterwards: every metric but timings must repeat.
+# Run once in the concurrent group, then again alone, SIGKILLed once step 1 is logged and resumed with RESUME=1: the
+# merged steps of its two attempts must repeat the first run's in every metric but timings.
 REPEATED = ("sanity/grpo", "fp16")
-# The concurrent GRPO pair runs with bf16 GEMMs emulated (both engines), whatever this CPU has.
+# The concurrent GRPO pair (and the rerun) compute with bf16 GEMMs emulated (both engines), whatever this CPU has.
 GROUP_ENV = {GEMM_ENV["bf16"]: "emulated"}
 # `PRECISION_RL_WRITE_REFERENCE=1 pytest -m slow -k regression_gate tests/verl_ext/test_verl_runs.py` replaces the
 # committed 2-step reference runs with this machine's (after a change meant to move the numbers, or a new profile).
@@ -125,8 +128,6 @@ def verl_run(home):
         for group in CONCURRENT:
             if (experiment, arm) in group and (experiment, arm) not in done:
                 done.update(_run_concurrently(home, group))
-        if (experiment, arm) == KILLED and KILLED not in done:
-            done[KILLED] = _kill_then_resume(home, *KILLED)
         if (experiment, arm) not in done:
             patch.setenv(REWARD_LOG_ENV, str(home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl"))
             shm_before = {p.name for p in SHM_DIR.iterdir()}
@@ -167,20 +168,32 @@ def _run_concurrently(home: Path, arms: list[tuple[str, str]]) -> dict[tuple[str
     return dirs
 
 
-def _kill_then_resume(home: Path, experiment: str, arm: str) -> Path:
-    """SIGKILL the launcher once step 1 is logged, check what the guardian and the readers do, resume; return the
-    run directory."""
+def _kill_then_resume(home: Path, experiment: str, arm: str, env: dict[str, str]) -> Path:
+    """Run (experiment, arm) again, SIGKILL its launcher once step 1 is logged and dumped, check what the guardian and
+    the readers do, resume; return the new run directory."""
     shm_before = {p.name for p in SHM_DIR.iterdir()}
-    launcher = _launch(home, experiment, arm, SAVE_EVERY_STEP)
-    first = runs.arm_dir(home / "runs", "tiny", experiment, arm)
-    logged = lambda: [p for p in first.glob("s42-*/metrics.jsonl") if p.read_text().count("\n") >= 1]  # noqa: E731
+    arm_dir = runs.arm_dir(home / "runs", "tiny", experiment, arm)
+    earlier = set(arm_dir.glob("s42-*"))
+    dump = _rollouts(home, experiment, arm, "rerun")
+    more = [SAVE_EVERY_STEP, f"trainer.rollout_data_dir={dump}"]
+    launcher = _launch(home, experiment, arm, *more, env=env)
+    samples_per_step = int(_override("data.train_batch_size")) * int(_override("actor_rollout_ref.rollout.n"))
+
+    def step_one_done() -> Path | None:
+        """verl dumps a step's samples in a thread of its own: wait for the whole file as well as the log line."""
+        dumped = dump / "1.jsonl"
+        if not dumped.exists() or dumped.read_text().count("\n") < samples_per_step:
+            return None
+        return next((p.parent for p in arm_dir.glob("s42-*/metrics.jsonl")
+                     if p.parent not in earlier and p.read_text().count("\n") >= 1), None)
+
     deadline = time.monotonic() + 900
-    while not logged() and launcher.poll() is None and time.monotonic() < deadline:
+    while not step_one_done() and launcher.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
     os.kill(launcher.pid, signal.SIGKILL)
     launcher.wait()
-    assert logged(), "the run did not log a step before the kill"
-    run_dir = logged()[0].parent
+    run_dir = step_one_done()
+    assert run_dir, "the run did not log and dump a step before the kill"
     deadline = time.monotonic() + 120
     while runs.read_manifest(run_dir)["status"] != "killed" and time.monotonic() < deadline:
         time.sleep(1)
@@ -193,16 +206,30 @@ def _kill_then_resume(home: Path, experiment: str, arm: str) -> Path:
         load_run_dir(run_dir)
     assert any("truncated" in str(w.message) for w in caught)
     argv = ["run", experiment, "--scale", "tiny", "--precision", arm, "--resume", "--watchdog", "600", "--",
-            *SMALL, *EXTRA.get(experiment, []), SAVE_EVERY_STEP]
+            *SMALL, *EXTRA.get(experiment, []), *more]
     shm_before = {p.name for p in SHM_DIR.iterdir()}
     patch = pytest.MonkeyPatch()
-    patch.setenv(REWARD_LOG_ENV, str(home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl"))
+    for name, value in {**env, REWARD_LOG_ENV: str(home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl")}.items():
+        patch.setenv(name, value)
     try:
         assert cli.main(argv) == 0
     finally:
         patch.undo()
     _assert_nothing_left(run_dir, shm_before)
     return run_dir
+
+
+def _override(key: str) -> str:
+    """Return the value SMALL gives ``key``."""
+    return next(o.split("=", 1)[1] for o in SMALL if o.split("=", 1)[0] == key)
+
+
+@pytest.fixture(scope="module")
+def rerun(verl_run, home):
+    """Return the run directories of REPEATED's first run (in the concurrent group) and of its rerun (alone, killed
+    after step 1 and resumed)."""
+    first = verl_run(*REPEATED)
+    return first, _kill_then_resume(home, *REPEATED, env=GROUP_ENV)
 
 
 def _assert_nothing_left(run_dir: Path, shm_before: set[str]) -> None:
@@ -236,7 +263,7 @@ def _changed(model_dir: Path, run_dir: Path) -> list[str]:
         [k for k, v in after.items() if "lora_B" in k and v.abs().sum() > 0]
 
 
-@pytest.mark.parametrize("experiment,arm", FAMILIES, ids=[f"{e}-{a}" for e, a in FAMILIES])
+@pytest.mark.parametrize("experiment,arm", FAMILIES)
 def test_two_verl_steps(verl_run, home, experiment, arm):
     run_dir = verl_run(experiment, arm)
     manifest = runs.read_manifest(run_dir)
@@ -332,18 +359,13 @@ def test_the_regression_gate_holds_the_grpo_pair_to_the_committed_two_step_runs(
             assert result.status == "pass", result
 
 
-def test_a_rerun_repeats_every_metric_and_each_sample_is_drawn_on_its_own(verl_run, home):
-    """Same seed, machine and code: the rerun (alone, after the first ran beside its BF16 twin) logs the same value
-    of every metric but the machine's time and memory, and generates the same samples; the samples of one group
-    differ from each other (each has its own seed, where verl's full_determinism would give all of them one)."""
-    first_dir = verl_run(*REPEATED)
-    shm_before = {p.name for p in SHM_DIR.iterdir()}
-    rerun = _launch(home, *REPEATED, f"trainer.rollout_data_dir={_rollouts(home, *REPEATED, 'rerun')}", env=GROUP_ENV)
-    output = rerun.communicate(timeout=1800)[0].decode(errors="replace")
-    assert rerun.returncode == 0, output[-3000:]
-    second_dir = max(runs.arm_dir(home / "runs", "tiny", *REPEATED).glob("s42-*"), key=lambda p: p.name)
+def test_a_rerun_repeats_every_metric_and_each_sample_is_drawn_on_its_own(rerun, home):
+    """Same seed, machine and code: the rerun (alone, after the first ran beside its BF16 twin; killed after step 1
+    and resumed) logs the same value of every metric but the machine's time and memory, and generates the same
+    samples; the samples of one group differ from each other (each has its own seed, where verl's full_determinism
+    would give all of them one)."""
+    first_dir, second_dir = rerun
     assert second_dir != first_dir
-    _assert_nothing_left(second_dir, shm_before)
     first, second = _steps(first_dir), _steps(second_dir)
     assert sorted(first) == sorted(second) == [1, 2]
     for step in first:
@@ -351,7 +373,7 @@ def test_a_rerun_repeats_every_metric_and_each_sample_is_drawn_on_its_own(verl_r
         differ = {k: (v, kept(second[step]).get(k)) for k, v in kept(first[step]).items() if kept(second[step]).get(k) != v}
         assert not differ, f"step {step}: the rerun logged other values: {differ}"
     generated = _generations(_rollouts(home, *REPEATED, "first"))
-    assert generated and generated == _generations(_rollouts(home, *REPEATED, "rerun"))
+    assert sorted(generated) == [1, 2] and generated == _generations(_rollouts(home, *REPEATED, "rerun"))
     varied = []
     for samples in generated.values():
         groups = defaultdict(list)
@@ -364,12 +386,12 @@ def test_a_rerun_repeats_every_metric_and_each_sample_is_drawn_on_its_own(verl_r
     assert sum(varied) >= len(varied) / 2, f"only {sum(varied)} of {len(varied)} groups hold different samples"
 
 
-def test_a_killed_launcher_leaves_nothing_and_resume_logs_every_step_once(verl_run):
+def test_a_killed_launcher_leaves_nothing_and_resume_logs_every_step_once(rerun):
     """SIGKILL to the launcher after step 1: the guardian cleans up and marks the attempt killed, the readers skip
     the truncated last line, and RESUME=1 continues from verl's checkpoint; the merged table holds each step once."""
     from precision_rl.analysis.logs import build_table
 
-    run_dir = verl_run(*KILLED)
+    run_dir = rerun[1]
     attempts = runs.read_manifest(run_dir)["attempts"]
     assert [a["status"] for a in attempts] == ["killed", "finished"]
     assert attempts[0]["reason"].startswith("the launcher ended without cleaning up")
@@ -378,6 +400,9 @@ def test_a_killed_launcher_leaves_nothing_and_resume_logs_every_step_once(verl_r
         table = build_table([load_run_dir(run_dir)]).metrics
     rewards = table[table["metric"] == M.REWARD]["step"].tolist()
     assert rewards == [1, 2]
+    resumed = runs.attempt_files(run_dir)[1:]
+    assert [json.loads(line)["step"] for line in resumed[0].read_text().splitlines()] == [2], \
+        "the resumed attempt did not go on from the step-1 checkpoint"
 
 
 def _every_arm() -> list[tuple[str, str]]:
