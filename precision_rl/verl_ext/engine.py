@@ -7,6 +7,12 @@ below adds, on the last mini-batch of every training step, ``precision/loss_scal
 without a scaler) and ``precision/skipped_steps`` (optimizer steps skipped in this training step); the trainer
 (``precision_rl.verl_ext.trainer``) turns the latter into the run's cumulative count.
 
+verl 0.9.1's checkpoint leaves the scaler out (``FSDPEngine.save_checkpoint`` and ``load_checkpoint`` save and restore
+the model, optimizer, scheduler and RNG through ``verl.utils.checkpoint.fsdp_checkpoint_manager.FSDPCheckpointManager``
+only), so a resumed fp16 run would start again at the initial scale with a growth count of zero, and its loss scale,
+and with it its fp16 gradients, would depend on where the run was interrupted. The engine below writes the scaler's
+state beside each rank's checkpoint files and restores it on resume.
+
 It is registered for NVIDIA GPUs (paper scale) under verl's vendor key, which verl's engine registry prefers over
 its default CUDA engine (``verl.workers.engine.base.EngineRegistry.get_engine_cls``), and as the engine of the CPU
 platform (tiny scale), where it also builds the scaler for the CPU and, on CPUs without matrix instructions for the run's 16-bit format,
@@ -16,8 +22,10 @@ computes that format's GEMMs as the GPU does at fp32 speed (``cpu.gemm``).
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
+import sys
 
 import torch
 
@@ -26,6 +34,7 @@ from precision_rl.metrics import LOSS_SCALE, SKIPPED_STEPS
 # verl 0.9.1 builds its fp16 scaler with this growth interval
 # (verl.workers.engine.fsdp.transformer_impl.FSDPEngine._build_fsdp_module).
 SCALER_GROWTH_INTERVAL = 400
+SCALER_STATE_FILE = "precision_rl_scaler_rank{rank}.json"  # in verl's actor checkpoint folder, one per rank
 _LAST_MINI_BATCH_KEY = "update_lr_scheduler"  # set by verl on the step's last mini-batch (verl.workers.engine_workers.TrainingWorker.train_mini_batch)
 
 
@@ -57,6 +66,35 @@ def precision_step_metrics(scaler, skipped: int) -> dict[str, list[float]]:
     return {LOSS_SCALE: [float(scaler.get_scale()) if scaler is not None else 1.0], SKIPPED_STEPS: [float(skipped)]}
 
 
+def scaler_state_path(folder: str, rank: int) -> str:
+    """Return the path of rank ``rank``'s loss-scaler state in the checkpoint folder ``folder``."""
+    return os.path.join(folder, SCALER_STATE_FILE.format(rank=rank))
+
+
+def save_scaler_state(scaler, folder: str, rank: int) -> str:
+    """Write ``scaler.state_dict()`` (scale, growth and backoff factors, growth interval, growth count) as JSON into
+    ``folder``; return the file's path."""
+    path = scaler_state_path(folder, rank)
+    with open(path, "w") as fh:
+        json.dump(scaler.state_dict(), fh)
+    return path
+
+
+def load_scaler_state(scaler, folder: str, rank: int) -> bool:
+    """Restore ``scaler`` from the state ``save_scaler_state`` wrote into ``folder``; return False, leaving the scaler
+    as built, when the folder has none (a checkpoint written before the state was saved)."""
+    path = scaler_state_path(folder, rank)
+    if not os.path.isfile(path):
+        return False
+    with open(path) as fh:
+        scaler.load_state_dict(json.load(fh))
+    return True
+
+
+def _rank() -> int:
+    return torch.distributed.get_rank() if torch.distributed.is_initialized() else 0
+
+
 @functools.cache
 def engine_classes() -> dict[str, type]:
     """Return the engine classes (built on first use, since verl is imported lazily): ``"gpu"`` and ``"cpu"``."""
@@ -82,6 +120,17 @@ def engine_classes() -> dict[str, type]:
                     outputs["metrics"].update(precision_step_metrics(self.scaler, self._skipped_in_step))
                 self._skipped_in_step = 0
             return outputs
+
+        def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None, **kwargs):
+            super().save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep, **kwargs)
+            if self.scaler is not None and local_path is not None:
+                save_scaler_state(self.scaler, local_path, _rank())
+
+        def load_checkpoint(self, local_path, hdfs_path=None, del_local_after_load=True, **kwargs):
+            super().load_checkpoint(local_path, hdfs_path, del_local_after_load, **kwargs)
+            if self.scaler is not None and local_path is not None and not load_scaler_state(self.scaler, local_path, _rank()):
+                print(f"precision_rl: {local_path} holds no loss-scaler state; the fp16 loss scale restarts at "
+                      f"{self.scaler.get_scale():g}", file=sys.stderr)
 
     class CPUFSDPEngine(PrecisionFSDPEngine):
         """The same engine on the CPU platform, computing on a pinned number of threads."""

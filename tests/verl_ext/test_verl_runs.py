@@ -38,6 +38,7 @@ from precision_rl.launch.supervise import SHM_DIR
 from precision_rl.paths import REPO_ROOT
 from precision_rl.tiny import heldout
 from precision_rl.tiny.shipped import SHIPPED_DIR
+from precision_rl.verl_ext.engine import scaler_state_path
 from precision_rl.verl_ext.rollout import STOP_KEY
 from precision_rl.verl_ext.settings import GEMM_ENV
 
@@ -403,6 +404,18 @@ def test_a_killed_launcher_leaves_nothing_and_resume_logs_every_step_once(rerun)
     resumed = runs.attempt_files(run_dir)[1:]
     assert [json.loads(line)["step"] for line in resumed[0].read_text().splitlines()] == [2], \
         "the resumed attempt did not go on from the step-1 checkpoint"
+
+
+def test_the_resumed_run_went_on_with_its_loss_scaler(rerun):
+    """The rerun's second attempt restored the fp16 scaler from the step-1 checkpoint (verl 0.9.1 would restart it at
+    a growth count of zero): at step 2 its scaler equals the uninterrupted first run's, which has counted every
+    optimizer step of both steps."""
+    states = [json.loads(Path(scaler_state_path(str(d / runs.CHECKPOINTS_DIR / "global_step_2" / heldout.ACTOR_WEIGHTS.parent), 0))
+                         .read_text()) for d in rerun]
+    assert states[0] == states[1]
+    assert _steps(rerun[0])[2][M.SKIPPED_STEPS] == 0
+    optimizer_steps = int(_override("data.train_batch_size")) // int(_override("actor_rollout_ref.actor.ppo_mini_batch_size"))
+    assert states[0]["_growth_tracker"] == 2 * optimizer_steps
 
 
 def _every_arm() -> list[tuple[str, str]]:
