@@ -82,12 +82,16 @@ def save_scaler_state(scaler, folder: str, rank: int) -> str:
 
 def load_scaler_state(scaler, folder: str, rank: int) -> bool:
     """Restore ``scaler`` from the state ``save_scaler_state`` wrote into ``folder``; return False, leaving the scaler
-    as built, when the folder has none (a checkpoint written before the state was saved)."""
+    as built, when the folder has none (a checkpoint written before the state was saved). A file that is not such a
+    state raises ValueError naming it."""
     path = scaler_state_path(folder, rank)
     if not os.path.isfile(path):
         return False
-    with open(path) as fh:
-        scaler.load_state_dict(json.load(fh))
+    try:
+        with open(path) as fh:
+            scaler.load_state_dict(json.load(fh))
+    except (ValueError, KeyError, TypeError, RuntimeError) as err:
+        raise ValueError(f"{path} is not a loss-scaler state ({type(err).__name__}: {err})") from None
     return True
 
 

@@ -59,6 +59,16 @@ def test_a_checkpoint_without_the_state_leaves_the_scaler_as_built(tmp_path):
     assert scaler.state_dict() == before
 
 
+@pytest.mark.parametrize("text", ['{"scale": 65536.0, "_growth', '{"scale": 65536.0}', "[]"])
+def test_a_corrupted_state_is_named_in_one_error(tmp_path, text):
+    scaler = ShardedGradScaler(device="cpu", growth_interval=400)
+    path = scaler_state_path(str(tmp_path), 0)
+    with open(path, "w") as fh:
+        fh.write(text)
+    with pytest.raises(ValueError, match=f"^{path} is not a loss-scaler state"):
+        load_scaler_state(scaler, str(tmp_path), rank=0)
+
+
 def test_verl_still_leaves_the_scaler_out_of_its_checkpoint():
     """Why the engine saves the scaler itself: verl 0.9.1's FSDP engine builds a scaler for fp16 but neither its
     checkpoint methods nor its checkpoint manager touch it. When this fails, verl checkpoints the scaler: drop
