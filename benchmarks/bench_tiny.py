@@ -73,6 +73,13 @@ def steps_of(run_dir: Path) -> dict[int, dict]:
     return steps
 
 
+def run_cpu(manifest: dict) -> str:
+    """Return the CPU a run ran on, as its manifest records it: model, vendor id and matrix-instruction flags."""
+    hardware = manifest.get("hardware") or {}
+    model = " ".join(str(hardware[k]) for k in ("cpu_model", "cpu_id") if hardware.get(k)) or "unknown CPU"
+    return f"{model} [{', '.join(hardware.get('matrix_flags') or []) or 'no matrix flags recorded'}]"
+
+
 def summarize(run_dir: Path) -> dict:
     """Return the reward, timing, memory and mismatch summary of one finished run: wall time summed over its
     attempts (a run resumed from checkpoints has several), peak memory the highest of theirs, start-up phases those
@@ -101,6 +108,7 @@ def summarize(run_dir: Path) -> dict:
         "mean_abs_prob_diff": float(get(PROBS_DIFF_ABS_MEAN).mean()), "k3_kl": float(get(TOKEN_KL_K3).mean()),
         "k1_kl": float(get(TOKEN_KL_K1).mean()),
         "gemm": {k: manifest["platform"].get(k) for k in ("fp16_gemm", "bf16_gemm", "rollout_gemm")},
+        "cpu": run_cpu(manifest),
         "loss_scale_final": float(get(M.LOSS_SCALE)[-1]), "skipped_steps": float(get(M.SKIPPED_STEPS)[-1]),
     }
 
@@ -156,8 +164,11 @@ def main() -> int:
         out["rerun_spread"] = rerun_spread(first, run_arm("fp16", args.seeds[0]))
     dest = atomic_write_json(BENCH_DIR / f"tiny-{runs.utc_stamp()}.json", out)
     m = out["machine"]
-    print(f"\nCPU: {m['cpu_model']} ({m['cpu_id']}) x{m['cpu_count']}, "
+    where = "summarized on" if args.existing else "CPU"
+    print(f"\n{where}: {m['cpu_model']} ({m['cpu_id']}) x{m['cpu_count']}, "
           f"matrix features: {', '.join(m['matrix_flags']) or 'none'}; GEMMs: {out['runs']['fp16'][0]['gemm']}")
+    if args.existing:
+        print("each run's own CPU is in the last column (from its manifest); compare times only between runs on one")
     rows = []
     for arm in ARMS:
         for s in out["runs"][arm]:
@@ -166,11 +177,11 @@ def main() -> int:
                          f"{s['reward_first']:.2f} -> **{s['reward_final']:.3f}** ({s['first_step_trailing_0.95']})",
                          f"{t['step']:.1f} ({t['gen']:.1f} / {t['old_log_prob']:.1f} / {t['update_actor']:.1f} / "
                          f"{t['update_weights']:.2f})", f"{s['outside_steps_s']:.0f} s", f"{s['peak_memory_gib']} GiB",
-                         f"{s['mean_abs_prob_diff']:.2e}", f"{s['k3_kl']:.2e}"])
+                         f"{s['mean_abs_prob_diff']:.2e}", f"{s['k3_kl']:.2e}", s["cpu"]])
     print()
     print(render_table(rows, ["arm", "seed", "wall", "reward step 1 -> final trailing 5 (first step >= 0.95)",
                               "s/step median (gen / old_log_prob / update / sync)", "outside steps", "peak RAM",
-                              "mean abs(pi-mu)", "k3 KL"], markdown=True, floatfmt=""))
+                              "mean abs(pi-mu)", "k3 KL", "CPU [matrix flags]"], markdown=True, floatfmt=""))
     for arm, spread in out["seed_spread"].items():
         print(f"{arm}: final reward {spread['mean']:.3f} [{spread['min']:.3f}-{spread['max']:.3f}] over seeds "
               f"{sorted(spread['by_seed'])}; every seed >= 0.95: {spread['every_seed_reaches_0.95']}")

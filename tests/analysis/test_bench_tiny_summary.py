@@ -26,7 +26,9 @@ def record(step: int) -> dict:
 def test_summary_of_a_resumed_run_spans_its_attempts(tmp_path):
     run_dir = write_run(tmp_path, "tiny", "sanity/grpo", "bf16", 42,
                         [[record(s) for s in range(1, 11)], [record(s) for s in range(11, 21)]],
-                        manifest={"platform": {"fp16_gemm": "emulated", "bf16_gemm": "native"}})
+                        manifest={"platform": {"fp16_gemm": "emulated", "bf16_gemm": "native"},
+                                  "hardware": {"cpu_model": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 17",
+                                               "matrix_flags": ["avx2", "avx512_bf16"]}})
     doc = runs.read_manifest(run_dir)
     doc["attempts"][0].update(started="20261128T000000Z", ended="20261128T000200Z", peak_memory_gib=8.5)
     doc["attempts"][1].update(started="20261128T010000Z", ended="20261128T010300Z", peak_memory_gib=8.7)
@@ -37,3 +39,4 @@ def test_summary_of_a_resumed_run_spans_its_attempts(tmp_path):
     assert summary["outside_steps_s"] == 100.0  # 20 steps of 10 s
     assert summary["peak_memory_gib"] == 8.7
     assert summary["first_step_trailing_0.95"] == 10  # the trailing mean of 5 over steps 6-10 is 0.96
+    assert summary["cpu"] == "AMD EPYC AuthenticAMD family 25 model 17 [avx2, avx512_bf16]"  # the run's, not ours
