@@ -308,6 +308,9 @@ mismatch-width: $(STAMP) ##- Effect study: mismatch of tiny models 128/256/384 w
 mismatch-long: $(STAMP) ##- Effect study: mismatch at natural lengths of a tiny model trained on 2-24-operation chains (SFT-built, cached) -> runs/mismatch/tiny-long/
 	$(PY) -m precision_rl.mismatch.long_answers
 
+mismatch-spread: $(STAMP) ##- Study: a small batch's mismatch statistics over sampling seeds on the CPU platform's engines [DTYPES='bf16 fp16'] [SEEDS='0 1 ...'] [ARGS='--temperature 1 --log-softmax fp32'] -> runs/mismatch/
+	$(PY) -m precision_rl.mismatch.batch_spread --dtypes $(DTYPES) $(if $(SEEDS),--seeds $(SEEDS)) $(ARGS)
+
 bench-mismatch: $(STAMP) ##- Benchmark the mismatch tool: generation vs recompute time and tokens/s per dtype
 	VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl.mismatch.bench --dtypes '$(DTYPES)' \
 		$(if $(MODEL),--model '$(MODEL)') $(if $(N),--n $(N)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS))

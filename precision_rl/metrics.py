@@ -41,6 +41,12 @@ PROBS_DIFF_MIN = "mismatch/probs_diff_min"
 # FP16's max/min of π − μ stay within about ±0.1 in the paper (its Fig. 3, read in docs/figures.md). A training
 # step with a token beyond it writes the responses behind it to EXTREMES_FILE in its run directory.
 PAPER_FP16_PROBS_DIFF_EXTREME = 0.1
+# Median over the step's response tokens of |log π − log μ|. verl's token means (mean |π − μ|, k1, k3) are
+# heavy-tailed: at a position where the model is ill-conditioned a format's rounding moves a log-probability by
+# nats, and one such token in a small batch moves the step's k3 by 10x or more (docs/tiny.md#the-mismatch-across-cpu-kinds).
+# The median is set by the format's rounding of the typical token; it is 0 where most tokens' log-probabilities agree
+# exactly (confident tokens at T=1).
+ABS_LOG_RATIO_MEDIAN = "mismatch/abs_log_ratio_median"
 EXTREMES_FILE = "mismatch_extremes.jsonl"
 # The fp16 dynamic loss scale after the step, and the cumulative number of optimizer steps the scaler has
 # skipped (inf/NaN gradients) since the start of the run.
@@ -76,6 +82,7 @@ TOKEN_KL_K3_Q = Quantity("token_kl_k3", "KL[μ‖π] per token (k3)", _with_bypa
 # The figures' and checks' token KL: k3 where logged (unbiased for KL(μ‖π) and never negative, so it fits a log
 # axis; docs/verl.md#vllm-on-cpu finds k1 noise-dominated on small models), else k1.
 TOKEN_KL_Q = Quantity("token_kl", "KL[μ‖π] per token", _with_bypass(TOKEN_KL_K3) + _with_bypass(TOKEN_KL_K1))
+ABS_LOG_RATIO_MEDIAN_Q = Quantity("abs_log_ratio_median", "Median |log π − log μ| per token", (ABS_LOG_RATIO_MEDIAN,))
 PROBS_DIFF_MAX_Q = Quantity("probs_diff_max", "max of π − μ", (PROBS_DIFF_MAX,))
 PROBS_DIFF_MIN_Q = Quantity("probs_diff_min", "min of π − μ", (PROBS_DIFF_MIN,))
 SKIPPED_STEPS_Q = Quantity("skipped_steps", "Skipped fp16 steps (cumulative)", (SKIPPED_STEPS,))

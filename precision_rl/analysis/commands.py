@@ -187,13 +187,12 @@ def cmd_tables(args) -> int:
 
 
 def _committed_runs():
-    """Return the committed runs (published logs and reference runs), one table per root (``checks.CommittedRuns``:
-    a run name repeats across the roots)."""
+    """Return the committed runs (published logs and reference runs), one table per root and CPU kind
+    (``checks.CommittedRuns``: a run name repeats across the roots and, in the reference, across CPU kinds)."""
     from precision_rl.analysis import logs
     from precision_rl.analysis.checks import CommittedRuns
 
-    roots = [r for r in committed_run_roots() if r.is_dir() and logs.find_run_dirs(r)]
-    return CommittedRuns.of([logs.load_runs([root], progress=False) for root in roots])
+    return CommittedRuns.of([table for root in committed_run_roots() for table in logs.load_committed_tables(root)])
 
 
 def cmd_check(args) -> int:

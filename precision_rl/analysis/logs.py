@@ -157,6 +157,16 @@ def run_dirs_under(root: Path) -> list[Path]:
     return find_run_dirs(root) if Path(root).is_dir() else []
 
 
+def load_committed_tables(root: Path) -> list[RunTable]:
+    """Return the runs under the committed root ``root``, one table per numerics (``runs.numerics_key``): a root may
+    hold a run of one name once per CPU kind (the 2-step reference pair of each kind in ``results/reference/``), and a
+    single table would keep only the newest of them. Empty where ``root`` holds no run."""
+    groups: dict[str, list[Path]] = {}
+    for run_dir in run_dirs_under(root):
+        groups.setdefault(runs.numerics_key(runs.read_manifest(run_dir)), []).append(run_dir)
+    return [load_runs(group, progress=False) for _, group in sorted(groups.items())]
+
+
 def stale_table_reason(results: Path, root: Path) -> str | None:
     """Return why the table collected in ``results`` no longer describes the runs under ``root`` (a run added,
     gone, or written to after the table), or None when it does."""

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from precision_rl.metrics import PROBS_DIFF_MAX, PROBS_DIFF_MIN
+from precision_rl.metrics import ABS_LOG_RATIO_MEDIAN, PROBS_DIFF_MAX, PROBS_DIFF_MIN
 
 
 def signed_probs_diff(policy_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor,
@@ -23,6 +23,18 @@ def signed_probs_diff(policy_log_probs: torch.Tensor, rollout_log_probs: torch.T
         return {PROBS_DIFF_MAX: float("nan"), PROBS_DIFF_MIN: float("nan")}
     diff = (policy_log_probs.float().exp() - rollout_log_probs.float().exp())[mask]
     return {PROBS_DIFF_MAX: float(diff.max()), PROBS_DIFF_MIN: float(diff.min())}
+
+
+def abs_log_ratio_median(policy_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor,
+                         response_mask: torch.Tensor) -> dict[str, float]:
+    """Return the median over response tokens of |log π − log μ| (``mismatch/abs_log_ratio_median``; of an even
+    count the lower of the two middle values, as ``torch.median`` takes it, with no size limit at paper scale); NaN
+    without tokens."""
+    mask = response_mask.bool()
+    if not mask.any():
+        return {ABS_LOG_RATIO_MEDIAN: float("nan")}
+    gap = (policy_log_probs.float() - rollout_log_probs.float())[mask].abs()
+    return {ABS_LOG_RATIO_MEDIAN: float(gap.median())}
 
 
 def extreme_responses(policy_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor, response_mask: torch.Tensor,

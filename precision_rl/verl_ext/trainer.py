@@ -1,6 +1,8 @@
 """verl's synchronous V1 PPO trainer with the metrics the paper needs and verl 0.9.1 lacks.
 
-- ``mismatch/probs_diff_{max,min}``: signed max and min of π − μ per step (verl logs |π − μ| only).
+- ``mismatch/probs_diff_{max,min}``: signed max and min of π − μ per step (verl logs |π − μ| only), and
+  ``mismatch/abs_log_ratio_median``: the median of |log π − log μ| over the step's tokens, which one ill-conditioned
+  token cannot move as it moves verl's token means.
 - Bypass mode (the PG algorithms): verl copies μ into π_old and skips both its mismatch metrics
   (``verl.trainer.ppo.v1.trainer_base.PPOTrainer._compute_old_log_prob`` returns before it calls
   ``calculate_debug_metrics``, and ``PPOTrainer._compute_advantage`` skips the rollout-correction metrics). Here
@@ -67,7 +69,12 @@ def trainer_class() -> type:
     from verl.utils.debug.metrics import calculate_debug_metrics
     from verl.workers.utils.padding import response_from_nested
 
-    from precision_rl.verl_ext.mismatch_metrics import append_extremes, extreme_responses, signed_probs_diff
+    from precision_rl.verl_ext.mismatch_metrics import (
+        abs_log_ratio_median,
+        append_extremes,
+        extreme_responses,
+        signed_probs_diff,
+    )
 
     class PrecisionTrainer(PPOTrainerSync):
         """verl's sync trainer with signed mismatch, bypass-mode mismatch and loss-scale metrics."""
@@ -128,7 +135,8 @@ def trainer_class() -> type:
                 fields = ["old_log_probs", "rollout_log_probs", "response_mask", "responses"]
                 data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
                 data = DataProto(batch=data.to_padded_tensor())
-            metrics.update(signed_probs_diff(data.batch["old_log_probs"], data.batch["rollout_log_probs"],
+            for token_metrics in (signed_probs_diff, abs_log_ratio_median):
+                metrics.update(token_metrics(data.batch["old_log_probs"], data.batch["rollout_log_probs"],
                                              data.batch["response_mask"]))
             self._write_extremes(batch, data)
             return batch

@@ -207,9 +207,11 @@ def test_pairs_and_verdicts_use_only_runs_of_one_configuration_and_name_them(tmp
     assert "fp16_vs_bf16" not in paired and "fp16_vs_bf16/token_kl" in paired
 
 
-def _gate_run(root, seed, rewards, kl, stamp="20260101T000000Z", hardware=None):
-    """Write one FP16 sanity/grpo run logging ``rewards`` (one per step) and a constant token KL ``kl``."""
-    records = [{"step": s, "data": {M.REWARD: r, M.TOKEN_KL_K3: kl, M.STEP_TIME: 10.0 + s}}
+def _gate_run(root, seed, rewards, kl, stamp="20260101T000000Z", hardware=None, median=None):
+    """Write one FP16 sanity/grpo run logging ``rewards`` (one per step), a constant token KL ``kl`` and, where given,
+    a constant median |log ratio| ``median``."""
+    records = [{"step": s, "data": {M.REWARD: r, M.TOKEN_KL_K3: kl, M.STEP_TIME: 10.0 + s,
+                                    **({M.ABS_LOG_RATIO_MEDIAN: median} if median is not None else {})}}
                for s, r in enumerate(rewards, start=1)]
     write_run(root, "tiny", "sanity/grpo", "fp16", seed, [records], stamp=stamp,
               manifest={"hardware": hardware or {"matrix_flags": ["avx2"], "cpu_count": 2}})
@@ -254,6 +256,48 @@ def test_the_regression_gate_places_a_run_in_the_committed_band_and_wants_a_repe
               manifest={"extra_overrides": ["trainer.total_training_steps=1"]})
     results = checks.run_checks(logs.load_runs([unmatched], progress=False), reference=reference)
     assert not [r for r in results if r.rule.startswith("regression/")]  # no committed run of its configuration
+
+
+def test_the_gate_reads_a_short_run_s_mismatch_by_its_median_log_ratio_not_by_heavy_tailed_token_means(tmp_path):
+    """A 2-step run on other numerics whose k3 is 16x the committed one's (one ill-conditioned token does that) passes
+    on its median |log ratio|; a median 10x off fails. With HEAVY_TAIL_MIN_STEPS steps the token KL is gated again."""
+    committed = tmp_path / "committed"
+    _gate_run(committed, 42, [0.75, 0.9], 5.4e-5, median=1e-4)
+    reference = logs.load_runs([committed], progress=False)
+    other = {"matrix_flags": ["avx2", "avx512_bf16", "avx512f"], "cpu_count": 2}  # committed: avx2 only
+
+    def gate(name, rewards, kl, median):
+        _gate_run(tmp_path / name, 42, rewards, kl, stamp="20260202T000000Z", hardware=other, median=median)
+        results = checks.run_checks(logs.load_runs([tmp_path / name], progress=False), reference=reference)
+        return {r.rule: r for r in results if r.rule.startswith("regression/")}
+
+    tail = gate("tail", [0.75, 0.875], 8.7e-4, 1.3e-4)
+    assert tail["regression/abs_log_ratio_median"].status == "pass"
+    assert tail["regression/token_kl"].status == "skip" and "median |log ratio|" in tail["regression/token_kl"].note
+    assert "regression/repeat" not in tail
+    moved = gate("moved", [0.75, 0.875], 5.4e-5, 1e-3)
+    assert moved["regression/abs_log_ratio_median"].status == "fail"
+    longer = gate("longer", [0.75, 0.9] + [0.9] * (checks.HEAVY_TAIL_MIN_STEPS - 2), 8.7e-4, 1.3e-4)
+    assert longer["regression/token_kl"].status == "fail"
+
+
+def test_a_reference_root_keeps_one_run_of_a_name_per_cpu_kind_and_each_kind_repeats_its_own(tmp_path):
+    """The 2-step reference holds sanity.grpo-fp16-s42 once per CPU kind: both are kept (one table per numerics),
+    and a run repeats the one of its own numerics exactly."""
+    reference = tmp_path / "reference"
+    kinds = {"avx512": {"matrix_flags": ["avx2", "avx512_bf16", "avx512f"], "cpu_count": 2},
+             "avx2": {"matrix_flags": ["avx2"], "cpu_count": 2}}
+    values = {"avx512": [0.75, 0.875], "avx2": [0.75, 0.9375]}
+    for stamp, kind in (("20261127T000000Z", "avx512"), ("20261203T000000Z", "avx2")):
+        _gate_run(reference, 42, values[kind], 5e-5, stamp=stamp, hardware=kinds[kind], median=1e-3)
+    tables = logs.load_committed_tables(reference)
+    assert len(tables) == 2 and all(len(t.runs) == 1 for t in tables)
+    assert logs.load_committed_tables(tmp_path / "absent") == []
+    for kind in kinds:
+        _gate_run(tmp_path / kind, 42, values[kind], 5e-5, stamp="20261204T000000Z", hardware=kinds[kind], median=1e-3)
+        results = checks.run_checks(logs.load_runs([tmp_path / kind], progress=False), reference=tables)
+        rules = {r.rule: r for r in results if r.rule.startswith("regression/")}
+        assert rules["regression/repeat"].status == "pass", (kind, rules["regression/repeat"])
 
 
 def test_output_locations_and_the_clone_path_do_not_change_a_configuration():

@@ -3,6 +3,7 @@ run directories that exist under results/logs."""
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -197,3 +198,22 @@ def test_a_figure_records_the_runs_it_drew_from(finished_and_interrupted, tmp_pa
     png, _ = draw_figure(data, "fig1_training_reward", "tiny", tmp_path / "fig" / "fig1_training_reward.png")
     recorded = json.loads((png.parent / RUN_SOURCES).read_text())["fig1_training_reward"]
     assert recorded == [str(done)]  # the interrupted run is not drawn, so not recorded
+
+
+def test_the_committed_reference_holds_the_grpo_pair_once_per_cpu_kind_with_the_gate_s_metrics():
+    """results/reference/ keeps one 2-step GRPO pair per CPU kind (each read as a table of its own); the pair written
+    since runs log the median |log ratio| carries it at both steps."""
+    from precision_rl import metrics as M
+    from precision_rl.analysis.logs import load_committed_tables
+
+    tables = load_committed_tables(paths.REFERENCE_DIR / "tiny")
+    assert len(tables) >= 2
+    flags = set()
+    for table in tables:
+        assert sorted(table.runs["run"]) == ["sanity.grpo-bf16-s42", "sanity.grpo-fp16-s42"]
+        flags.add(tuple(sorted({tuple(runs.read_manifest(p)["hardware"]["matrix_flags"])
+                                for p in map(Path, table.runs["source"])})))
+    assert len(flags) == len(tables)  # each table one CPU kind, no two alike
+    with_median = [t for t in tables if M.ABS_LOG_RATIO_MEDIAN in set(t.metrics["metric"])]
+    assert with_median and all(
+        sorted(t.metrics[t.metrics["metric"] == M.ABS_LOG_RATIO_MEDIAN]["step"]) == [1, 1, 2, 2] for t in with_median)

@@ -1,12 +1,18 @@
-"""Signed max/min of π − μ over response tokens, and the responses behind an extreme one."""
+"""Signed max/min of π − μ and the median |log π − log μ| over response tokens, and the responses behind an extreme
+one."""
 
 import json
 import math
 
 import torch
 
-from precision_rl.metrics import EXTREMES_FILE, PROBS_DIFF_MAX, PROBS_DIFF_MIN
-from precision_rl.verl_ext.mismatch_metrics import append_extremes, extreme_responses, signed_probs_diff
+from precision_rl.metrics import ABS_LOG_RATIO_MEDIAN, EXTREMES_FILE, PROBS_DIFF_MAX, PROBS_DIFF_MIN
+from precision_rl.verl_ext.mismatch_metrics import (
+    abs_log_ratio_median,
+    append_extremes,
+    extreme_responses,
+    signed_probs_diff,
+)
 
 
 def test_signed_extremes_over_masked_tokens_only():
@@ -21,6 +27,16 @@ def test_signed_extremes_over_masked_tokens_only():
 def test_no_tokens_gives_nan():
     out = signed_probs_diff(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, 2))
     assert math.isnan(out[PROBS_DIFF_MAX]) and math.isnan(out[PROBS_DIFF_MIN])
+    assert math.isnan(abs_log_ratio_median(torch.zeros(1, 2), torch.zeros(1, 2), torch.zeros(1, 2))[ABS_LOG_RATIO_MEDIAN])
+
+
+def test_the_median_log_ratio_ignores_masked_tokens_and_one_outlier_cannot_move_it():
+    mu = torch.zeros(2, 4)
+    pi = torch.tensor([[0.001, -0.002, 0.003, 9.0], [-7.0, 0.004, 5.0, 0.0]])
+    mask = torch.tensor([[1, 1, 1, 1], [0, 1, 1, 0]])  # |log ratio| kept: 0.001 0.002 0.003 9 0.004 5
+    assert math.isclose(abs_log_ratio_median(pi, mu, mask)[ABS_LOG_RATIO_MEDIAN], 0.003, rel_tol=1e-6)
+    pi[0, 3] = 90.0  # the k3 mean of these tokens grows by e^81; the median does not move
+    assert math.isclose(abs_log_ratio_median(pi, mu, mask)[ABS_LOG_RATIO_MEDIAN], 0.003, rel_tol=1e-6)
 
 
 def test_extreme_responses_are_the_ones_past_the_threshold_worst_first_with_their_unmasked_tokens():
