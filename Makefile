@@ -14,6 +14,8 @@ REQS := requirements/cpu-torch.txt requirements/cpu.lock requirements/verl.lock
 LOCK_TARGET := --python-platform x86_64-manylinux_2_28 --generate-hashes --quiet
 
 SCALE ?= auto
+# The tiny scale's profile: quick (the calibrated run's first steps) or calibrated (the whole run): docs/tiny.md#profiles.
+PROFILE ?= quick
 SEED ?= 42
 EXP ?=
 # PANEL keeps only the runs feeding one figure panel (e.g. fig4).
@@ -30,6 +32,7 @@ WATCHDOG ?=
 # Every variable's value is checked here, before any target runs: a wrong one is one line and exit 2.
 FLAG_VALUES := 1 true yes 0 false no
 $(if $(filter-out auto paper tiny,$(SCALE)),$(error SCALE must be auto, paper or tiny, got '$(SCALE)'))
+$(if $(filter-out quick calibrated,$(PROFILE)),$(error PROFILE must be quick or calibrated, got '$(PROFILE)'))
 $(if $(shell [[ '$(SEED)' =~ ^[0-9]+$$ ]] && echo ok),,$(error SEED must be a non-negative integer, got '$(SEED)'))
 $(foreach v,DRY_RUN RESUME REBUILD REFILTER OVERWRITE RETIRE,$(if $(filter-out $(FLAG_VALUES),$($(v))),\
 	$(error $(v) must be one of $(FLAG_VALUES) or empty, got '$($(v))')))
@@ -47,7 +50,7 @@ export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
 export HF_HUB_DISABLE_TELEMETRY := 1
 export VLLM_NO_USAGE_STATS := 1
 
-RUN_FLAGS = --scale $(SCALE) --seed $(SEED) --loggers $(LOGGERS) \
+RUN_FLAGS = --scale $(SCALE) --profile $(PROFILE) --seed $(SEED) --loggers $(LOGGERS) \
 	$(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
 	$(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(filter 1 true yes,$(RESUME)),--resume) \
 	$(if $(EXTRA),--extra '$(EXTRA)') $(if $(WATCHDOG),--watchdog $(WATCHDOG))
@@ -59,7 +62,7 @@ define SHORTCUT
 	@$(if $(EXP),echo "make $@ runs $(1); for other experiments use make run EXP=... or make grid EXP=..." >&2; exit 2)
 	@$(if $(and $(2),$(PRECISION)),$(if $(filter-out $(2),$(PRECISION)),\
 		echo "make $@ runs PRECISION=$(2); for another use make run EXP='$(1)' PRECISION=$(PRECISION)" >&2; exit 2))
-	@echo "make $@ = make run EXP='$(1)'$(if $(or $(2),$(PRECISION)), PRECISION=$(or $(2),$(PRECISION)))$(if $(3), PANEL=$(3))" >&2
+	@echo "make $@ = make run EXP='$(1)'$(if $(or $(2),$(PRECISION)), PRECISION=$(or $(2),$(PRECISION)))$(if $(3), PANEL=$(3)) PROFILE=$(PROFILE)" >&2
 	@$(LAUNCH) $(foreach e,$(1),'$(e)') $(if $(or $(2),$(PRECISION)),--precision $(or $(2),$(PRECISION))) \
 		$(if $(3),--panel $(3))
 endef
@@ -73,7 +76,7 @@ help: ## Show this help (make help-all: every target)
 	@echo "precision-rl - reproduce 'Defeating the Training-Inference Mismatch via FP16' (arXiv 2510.26788)"
 	@echo
 	@echo "Usage: make <target> [EXP=<name|glob>] [PRECISION=fp16|bf16|...] [SEED=42] [SCALE=auto|paper|tiny]"
-	@echo "                     [DRY_RUN=1] [RESUME=1] [EXTRA='k=v ...'] [GPUS=8] [NNODES=1]"
+	@echo "                     [PROFILE=quick|calibrated] [DRY_RUN=1] [RESUME=1] [EXTRA='k=v ...'] [GPUS=8] [NNODES=1]"
 	@echo
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-16s %s\n", $$1, $$2}'
 
@@ -126,7 +129,7 @@ run: $(STAMP) ## Run experiment(s) once per arm: make run EXP=sanity/grpo [PRECI
 
 # SEEDS overrides the seeds each experiment names.
 SEEDS ?=
-GRID_FLAGS = --scale $(SCALE) --loggers $(LOGGERS) $(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
+GRID_FLAGS = --scale $(SCALE) --profile $(PROFILE) --loggers $(LOGGERS) $(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
 	$(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(EXTRA),--extra '$(EXTRA)') $(if $(WATCHDOG),--watchdog $(WATCHDOG)) \
 	$(if $(PRECISION),--precision $(PRECISION)) $(if $(SEEDS),--seeds '$(SEEDS)')
 grid: $(STAMP) ## Every arm x seed of EXP (default: all) not yet finished, resumable [EXP='sanity/*'] [SEEDS='42 1']
@@ -270,6 +273,7 @@ publish: | $(STAMP) ## Copy finished runs' logs into results/logs/ (committed): 
 published-results: $(PUBLISHED_TABLE) | $(STAMP) ##- Redraw the committed figures, results/*.md and the README's results blocks from results/logs alone (after make publish)
 	@$(PY) -m precision_rl figures $(PUBLISHED_SOURCE) --out $(PUBLISHED_FIGURES)
 	@$(PY) -m precision_rl tables $(PUBLISHED_SOURCE) --readme $(RESULTS)/README.md
+	@$(PY) -m precision_rl.analysis.profile_times --readme README.md > /dev/null
 
 publish-calibration: | $(STAMP) ##- Copy calibration runs' logs (any status, extra overrides) into results/calibration/ (committed, cited by docs/tiny.md): PRECISION_RL_RUNS=<scratch runs> make publish-calibration [EXP=sanity/grpo]
 	@$(PY) -m precision_rl publish --calibration $(EXP_ARGS)

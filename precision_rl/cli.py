@@ -16,6 +16,7 @@ import yaml
 from precision_rl.analysis import commands as analysis_commands
 from precision_rl.config import registry
 from precision_rl.config.precision import PrecisionArm, parse_arm
+from precision_rl.config.profiles import DEFAULT_PROFILE, PROFILES, check_profile
 from precision_rl.config.registry import ExperimentSpec
 from precision_rl.config.scale import PAPER, SCALE_CHOICES, ScaleDecision, resolve_scale
 from precision_rl.console import render_table
@@ -107,7 +108,8 @@ def _decide_and_select(args) -> tuple[ScaleDecision, list[tuple[ExperimentSpec, 
     if args.watchdog is not None and args.watchdog < 0:
         raise UserError(f"WATCHDOG must be a number of seconds >= 0 (0 turns it off), got {args.watchdog}")
     options = RunOptions(dry_run=args.dry_run, gpus=args.gpus, nnodes=args.nnodes, extra=extra,
-                         loggers=parse_loggers(args.loggers), watchdog_s=args.watchdog)
+                         loggers=parse_loggers(args.loggers), watchdog_s=args.watchdog,
+                         profile=check_profile(args.profile))
     selected = _selected_runs(specs, precisions, args.panel)
     print(f"== SCALE={args.scale} -> {decision.scale} ({decision.reason}) ==", file=sys.stderr)
     return decision, selected, options
@@ -120,10 +122,17 @@ def cmd_run(args) -> int:
     decision, selected, options = _decide_and_select(args)
     options = replace(options, seed=args.seed, resume=args.resume)
     plans = [plan_run(spec, arm, decision, options) for spec, arm in selected]
-    status = 0
+    status, finished = 0, []
     for plan in plans:
         code = execute(plan)
         status = status or code
+        if code == 0 and not options.dry_run:
+            finished.append(plan.run_dir)
+    if finished:
+        from precision_rl.analysis.closing import closing_lines
+
+        for line in closing_lines(finished):
+            print(line, file=sys.stderr)
     return status
 
 
@@ -141,12 +150,13 @@ def _parse_seeds(text: str | None) -> tuple[int, ...] | None:
 
 def cmd_grid(args) -> int:
     """Run every selected experiment × arm × seed that has no finished run yet; return 0 when all have finished."""
-    from precision_rl.launch.grid import describe, plan_grid, run_grid
+    from precision_rl.launch.grid import describe, grid_eta, plan_grid, run_grid
 
     seeds = _parse_seeds(args.seeds)
     decision, selected, options = _decide_and_select(args)
-    grid = plan_grid(selected, decision.scale, seeds, options.extra)
+    grid = plan_grid(selected, decision.scale, seeds, options.extra, options.profile)
     print(describe(grid), file=sys.stderr)
+    print(grid_eta(grid, options.profile, options.extra), file=sys.stderr)
     if args.dry_run:
         return 0
     return run_grid(grid, decision, options)
@@ -158,6 +168,8 @@ def _add_selection(parser: argparse.ArgumentParser, experiments_nargs: str) -> N
     parser.add_argument("--precision", action="append", help="arm(s) to run, e.g. fp16 or train_bf16-infer_fp32")
     parser.add_argument("--panel", help="only the runs feeding this figure panel (e.g. fig4)")
     parser.add_argument("--scale", default="auto", choices=SCALE_CHOICES)
+    parser.add_argument("--profile", default=DEFAULT_PROFILE,
+                        help=f"tiny-scale profile: {' or '.join(PROFILES)} (default {DEFAULT_PROFILE})")
     parser.add_argument("--dry-run", action="store_true", help="print what would run and write nothing")
     parser.add_argument("--gpus", type=int, help="GPUs per node (default: the experiment's)")
     parser.add_argument("--nnodes", type=int, help="nodes (default: the experiment's)")

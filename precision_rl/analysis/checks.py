@@ -96,6 +96,15 @@ MISMATCH_FACTOR = 3.0
 REGRESSION_STATS = {"abs_log_ratio_median": M.ABS_LOG_RATIO_MEDIAN_Q, **STATS}
 HEAVY_TAILED = frozenset(STATS)
 HEAVY_TAIL_MIN_STEPS = 5
+# A run on other numerics than the committed run of its seed reproduces it when its per-step training reward stays
+# closer to it than this fraction of the committed seeds' distance from each other (RMS over common steps). Measured
+# across CPU vendors: per-step reward sd 0.010 between an Intel and an AMD run of one seed, 0.034 between seeds
+# (docs/tiny.md, "Across CPU vendors").
+DRIFT_FRACTION = 0.5
+# A run's training reward and held-out accuracy, step by step, may lie this far outside the min–max of the committed
+# seeds at that step: three times the per-step reward sd measured between runs of one seed on two CPU kinds (0.010,
+# docs/tiny.md, "Across CPU vendors"), so that a rerun of a committed seed on any CPU stays inside.
+BAND_TOLERANCE = 0.03
 
 
 @dataclass(frozen=True)
@@ -122,9 +131,12 @@ def _compare(run, scale, rule, value, limit, upper: bool, what: str) -> CheckRes
     return CheckResult(run, scale, rule, "pass" if ok else "fail", float(value), bound, what)
 
 
-def final_reward(index: SeriesIndex, scale: str, run: str) -> tuple[float, int] | None:
-    """Return a run's final training reward (trailing mean over ``TRAIL_WINDOW`` steps) and its step, or None."""
+def final_reward(index: SeriesIndex, scale: str, run: str, at_step: int | None = None) -> tuple[float, int] | None:
+    """Return a run's final training reward (trailing mean over ``TRAIL_WINDOW`` steps) and its step, or None; with
+    ``at_step``, the run's reward up to that step (a longer committed run read where a shorter one ended)."""
     reward = index.quantity(scale, run, M.REWARD_Q)
+    if reward is not None and at_step is not None:
+        reward = reward[reward.index <= at_step]
     smooth = trailing_mean(reward) if reward is not None else None
     if smooth is None or smooth.empty:
         return None
@@ -261,27 +273,91 @@ def seed_verdict(index: SeriesIndex, runs: list[dict], scale: str, experiment: s
     return CheckResult(label, scale, rule, status, min(values.values()), bound, f"{note}; {used}")
 
 
-def _repeat(index: SeriesIndex, run: dict, ref_index: SeriesIndex, ref: dict) -> CheckResult:
-    """Return whether ``run`` logged every value the committed run ``ref`` (same seed and numerics) logged."""
+def _differences(index: SeriesIndex, run: dict, ref_index: SeriesIndex, ref: dict) -> tuple[int, dict[str, tuple]]:
+    """Return how many values ``run`` and the committed ``ref`` both logged, and per metric that differs its first
+    differing step and largest absolute difference (NaN where only one side logged a value); times and memory are
+    left out, and a metric ``run`` never logged differs from step one of ``ref``'s."""
     name, scale = str(run["run"]), str(run["scale"])
-    compared, differ = 0, []
+    compared, differ = 0, {}
     for metric in sorted(ref_index.logged(str(ref["scale"]), str(ref["run"]))):
         if metric.startswith(M.MEASURED_PREFIXES):
             continue
         mine = index.get(scale, name, metric, dropna=False)
         theirs = ref_index.get(str(ref["scale"]), str(ref["run"]), metric, dropna=False)
-        steps = theirs.index.intersection(mine.index) if mine is not None else theirs.index[:0]
-        a, b = (mine.reindex(steps).to_numpy() if mine is not None else np.array([]), theirs.reindex(steps).to_numpy())
+        if mine is None:
+            differ[metric] = (int(theirs.index[0]), float("nan"))
+            continue
+        steps = theirs.index.intersection(mine.index)
+        a, b = mine.reindex(steps).to_numpy(), theirs.reindex(steps).to_numpy()
         same = (a == b) | (np.isnan(a) & np.isnan(b))
         compared += len(steps)
-        if mine is None or not same.all():
-            differ.append(metric)
+        if not same.all():
+            gap = np.abs(a - b)[~same]
+            differ[metric] = (int(steps[~same][0]), float(np.nanmax(gap)) if np.isfinite(gap).any() else float("nan"))
+    return compared, differ
+
+
+def _repeat(index: SeriesIndex, run: dict, ref_index: SeriesIndex, ref: dict) -> CheckResult:
+    """Return whether ``run`` logged every value the committed run ``ref`` (same seed and numerics) logged."""
+    name, scale = str(run["run"]), str(run["scale"])
+    compared, differ = _differences(index, run, ref_index, ref)
     note = f"against {short_source(str(ref['source']))} (same seed and numerics), {compared} values"
     if differ:
+        first = min(step for step, _ in differ.values())
         return CheckResult(name, scale, "regression/repeat", "fail", float(len(differ)), "0 metrics differ",
-                           f"{note}: {len(differ)} metric(s) differ, e.g. {', '.join(differ[:3])}; a change in the "
-                           "code or a package moved the numbers (republish the reference if it was meant to)")
+                           f"{note}: {len(differ)} metric(s) differ from step {first}, e.g. {', '.join(list(differ)[:3])}; "
+                           "a change in the code or a package moved the numbers (republish the reference if it was "
+                           "meant to)")
     return CheckResult(name, scale, "regression/repeat", "pass", 0.0, "0 metrics differ", note)
+
+
+def _reward_rms(a: pd.Series, b: pd.Series, last_step: int) -> tuple[float, int]:
+    """Return the root mean square of the per-step training-reward difference of two runs over their common steps up
+    to ``last_step``, and the number of those steps (NaN, 0 where none)."""
+    steps = a.index.intersection(b.index)
+    steps = steps[steps <= last_step]
+    if not len(steps):
+        return float("nan"), 0
+    return float(np.sqrt(np.mean((a.reindex(steps).to_numpy() - b.reindex(steps).to_numpy()) ** 2))), len(steps)
+
+
+# Metrics whose largest difference a drift report names, where logged.
+DRIFT_METRICS = (M.REWARD, M.ENTROPY, M.PROBS_DIFF_ABS_MEAN, M.TOKEN_KL_K3)
+
+
+def _drift(index: SeriesIndex, run: dict, twin_index: SeriesIndex, twin: dict,
+           peers: list[tuple[dict, SeriesIndex]]) -> CheckResult:
+    """Return how far ``run`` drifts from ``twin`` (the committed run of its configuration, arm and seed on other
+    numerics): bit for bit, or from which step and by how much, its per-step training reward's RMS difference set
+    against that between the committed runs of other seeds. It passes when the drift is below ``DRIFT_FRACTION`` of
+    that seed spread (a reproduction), fails when it is not (another draw), and is skipped without two committed
+    seeds to measure the spread by."""
+    name, scale, rule = str(run["run"]), str(run["scale"]), "regression/drift"
+    compared, differ = _differences(index, run, twin_index, twin)
+    against = f"against {short_source(str(twin['source']))} (same seed, other numerics)"
+    if not differ:
+        return CheckResult(name, scale, rule, "pass", 0.0, "bit for bit", f"{against}: repeats it bit for bit, "
+                           f"{compared} values")
+    first = min(step for step, _ in differ.values())
+    largest = ", ".join(f"{metric} {differ[metric][1]:.3g}" for metric in DRIFT_METRICS if metric in differ)
+    mine, theirs = index.get(scale, name, M.REWARD), twin_index.get(str(twin["scale"]), str(twin["run"]), M.REWARD)
+    last = int(mine.index.max()) if mine is not None and len(mine) else 0
+    drift, steps = _reward_rms(mine, theirs, last) if mine is not None and theirs is not None else (float("nan"), 0)
+    rewards = {int(r["seed"]): s for r, ref_index in peers
+               if (s := ref_index.get(str(r["scale"]), str(r["run"]), M.REWARD)) is not None}
+    pairs = [_reward_rms(rewards[a], rewards[b], last)[0] for i, a in enumerate(sorted(rewards))
+             for b in sorted(rewards)[i + 1:]]
+    pairs = [p for p in pairs if np.isfinite(p)]
+    note = (f"{against}: {len(differ)} metric(s) differ from step {first} on, largest |difference| {largest or '-'}; "
+            f"training reward RMS difference {drift:.3g} over {steps} step(s)")
+    if not pairs or not np.isfinite(drift):
+        return CheckResult(name, scale, rule, "skip", drift, f"< {DRIFT_FRACTION:g} x seed spread",
+                           f"{note}; no two committed seeds of the configuration to measure the seed spread by")
+    spread = float(np.mean(pairs))
+    ok = drift < DRIFT_FRACTION * spread
+    verdict = "a reproduction that drifted" if ok else "as far from it as another seed is: another draw"
+    return CheckResult(name, scale, rule, "pass" if ok else "fail", drift, f"< {DRIFT_FRACTION * spread:.3g}",
+                       f"{note}, against {spread:.3g} between the committed seeds ({len(rewards)}): {verdict}")
 
 
 def regression_checks(index: SeriesIndex, run: dict, committed: CommittedRuns) -> list[CheckResult]:
@@ -296,14 +372,18 @@ def regression_checks(index: SeriesIndex, run: dict, committed: CommittedRuns) -
     out = []
     final = final_reward(index, scale, name)
     finals = [f[0] for r, ref_index in peers
-              if (f := final_reward(ref_index, str(r["scale"]), str(r["run"]))) is not None]
+              if (f := final_reward(ref_index, str(r["scale"]), str(r["run"]), final[1] if final else None)) is not None
+              and final is not None and f[1] == final[1]]
     if final is not None and finals:
         low, high = min(finals), max(finals)
         margin = max(REWARD_MARGIN, high - low)
         ok = low - margin <= final[0] <= high + margin
         out.append(CheckResult(name, scale, "regression/reward", "pass" if ok else "fail", final[0],
                                f"in {low - margin:.3f}-{high + margin:.3f}",
-                               f"committed band {low:.3f}-{high:.3f} ± {margin:.2f}; {used}"))
+                               f"at step {final[1]}: committed band {low:.3f}-{high:.3f} ± {margin:.2f}; {used}"))
+    band = _step_band(index, run, peers)
+    if band is not None:
+        out.append(band)
     for stat, quantity in REGRESSION_STATS.items():
         mine = index.quantity(scale, name, quantity)
         medians = [float(s.median()) for r, ref_index in peers
@@ -321,12 +401,77 @@ def regression_checks(index: SeriesIndex, run: dict, committed: CommittedRuns) -
         out.append(CheckResult(name, scale, f"regression/{stat}", "pass" if low <= value <= high else "fail", value,
                                f"in {low:.3g}-{high:.3g}", f"median over steps; committed medians "
                                f"{min(medians):.3g}-{max(medians):.3g} within {MISMATCH_FACTOR:g}x; {used}"))
-    twins = [(r, ref_index) for r, ref_index in peers if int(r["seed"]) == int(run["seed"])
-             and str(r.get("numerics")) == str(run.get("numerics")) and str(run.get("numerics")) not in ("", "nan", UNKNOWN)]
+    known = str(run.get("numerics")) not in ("", "nan", UNKNOWN)
+    same_seed = [(r, ref_index) for r, ref_index in peers if int(r["seed"]) == int(run["seed"])]
+    twins = [(r, i) for r, i in same_seed if known and str(r.get("numerics")) == str(run.get("numerics"))]
     if twins:
-        twin, twin_index = twins[0]
-        out.append(_repeat(index, run, twin_index, twin))
+        out.append(_repeat(index, run, twins[0][1], twins[0][0]))
+    elif same_seed:
+        out.append(_drift(index, run, same_seed[0][1], same_seed[0][0], peers))
     return out
+
+
+def _points_outside(mine: dict[str, pd.Series], bands: dict[str, pd.DataFrame]) -> tuple[int, list[str]]:
+    """Return how many of the points in ``mine`` (per metric, by step) have a band at their step in ``bands`` (per
+    metric, one column per committed run), and a description of each that lies beyond the band's min–max widened by
+    ``BAND_TOLERANCE``."""
+    checked, outside = 0, []
+    for metric, series in mine.items():
+        table = bands.get(metric)
+        if table is None:
+            continue
+        for step, value in series.items():
+            if step not in table.index or table.loc[step].isna().all():
+                continue
+            low, high = float(table.loc[step].min()), float(table.loc[step].max())
+            checked += 1
+            if value < low - BAND_TOLERANCE or value > high + BAND_TOLERANCE:
+                side, gap = ("below", low - value) if value < low else ("above", value - high)
+                outside.append(f"{'reward' if metric == M.REWARD else metric} step {step}: {value:.3f} {side} "
+                               f"{low:.3f}-{high:.3f} by {gap:.3f}")
+    return checked, outside
+
+
+def _step_band(index: SeriesIndex, run: dict, peers: list[tuple[dict, SeriesIndex]]) -> CheckResult | None:
+    """Return how the run's training reward, step by step, and its held-out points lie in the band of the committed
+    runs of its configuration and arm at the same steps: their min–max widened by ``BAND_TOLERANCE``. The run passes
+    when no more of its points fall outside than the committed seeds' own, each against the others' band (so a new
+    seed, another draw, passes as often as a committed one would); with fewer than two committed seeds every point
+    must lie inside. None where no committed run logged any of the run's steps."""
+    name, scale = str(run["run"]), str(run["scale"])
+    logged = index.logged(scale, name)
+    metrics = [M.REWARD] + [M.val_metric(logged, source) for source in M.val_data_sources(logged)]
+    mine = {m: s for m in metrics if (s := index.get(scale, name, m)) is not None}
+    # One entry per committed run (a seed may have one per CPU kind, in the reference), keyed by (seed, source).
+    series = {(int(r["seed"]), str(r["source"])): found for r, ref_index in peers
+              if (found := {m: s for m in metrics if (s := ref_index.get(str(r["scale"]), str(r["run"]), m)) is not None})}
+
+    def bands(keys) -> dict[str, pd.DataFrame]:
+        return {m: pd.concat(cols, axis=1) for m in metrics
+                if (cols := [series[key][m] for key in keys if m in series[key]])}
+
+    checked, outside = _points_outside(mine, bands(series))
+    if not checked:
+        return None
+    own = []
+    for key in series:
+        others = [k for k in series if k[0] != key[0]]
+        if not others:
+            continue
+        own_checked, own_outside = _points_outside({m: s.reindex(s.index.intersection(mine[m].index)).dropna()
+                                                    for m, s in series[key].items() if m in mine}, bands(others))
+        if own_checked:
+            own.append(len(own_outside) / own_checked)
+    allowed = max(own) if own else 0.0
+    seeds = sorted({seed for seed, _ in series})
+    note = (f"{len(outside)} of {checked} point(s) outside the committed seeds {', '.join(map(str, seeds))} "
+            f"at the same steps (min-max widened by {BAND_TOLERANCE:g})")
+    if own:
+        note += f"; the committed seeds, each against the others, up to {allowed:.0%}"
+    listed = f": {'; '.join(outside[:5])}{'; ...' if len(outside) > 5 else ''}" if outside else ""
+    ok = len(outside) / checked <= allowed
+    return CheckResult(name, scale, "regression/band", "pass" if ok else "fail", float(len(outside)),
+                       f"<= {allowed:.0%} of points outside", note + listed)
 
 
 def _start(series: pd.Series) -> float:

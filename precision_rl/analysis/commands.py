@@ -19,7 +19,6 @@ from precision_rl.paths import (
     FIGURES_DIR,
     RESULTS_DIR,
     AnalysisView,
-    committed_run_roots,
     local_view,
     logs_root,
     mismatch_root,
@@ -186,20 +185,12 @@ def cmd_tables(args) -> int:
     return 0
 
 
-def _committed_runs():
-    """Return the committed runs (published logs and reference runs), one table per root and CPU kind
-    (``checks.CommittedRuns``: a run name repeats across the roots and, in the reference, across CPU kinds)."""
-    from precision_rl.analysis import logs
-    from precision_rl.analysis.checks import CommittedRuns
-
-    return CommittedRuns.of([table for root in committed_run_roots() for table in logs.load_committed_tables(root)])
-
-
 def cmd_check(args) -> int:
     """Apply the pass criteria; return 0 when nothing fails, 1 otherwise."""
     from precision_rl.analysis.checks import failures, format_results, run_checks
+    from precision_rl.analysis.closing import committed_runs
 
-    results = run_checks(_table(args), args.run or None, args.scale, reference=_committed_runs())
+    results = run_checks(_table(args), args.run or None, args.scale, reference=committed_runs())
     print(format_results(results))
     failed = failures(results)
     for r in failed:

@@ -222,6 +222,7 @@ class _Tiny:
     lora: Any = None
     backend: Any = None
     seeds: Any = None
+    quick_steps: Any = None
 
 
 @dataclass(frozen=True, config=_CONFIG)
@@ -251,6 +252,9 @@ class _Document:
     scales: _Scales | None = None
     extends: Str | None = None
     grader: Literal[tuple(GRADERS)] = DEFAULT_GRADER  # the reward's answer checker (precision_rl.reward.grader)
+    # The quick profile stops after this many steps of the experiment's schedule (config/profiles.py); unset: the
+    # quick profile is the whole run.
+    quick_steps: Annotated[Int, Field(ge=1)] | None = None
 
 
 _DOCUMENT = TypeAdapter(_Document)
@@ -282,6 +286,7 @@ class ExperimentSpec:
     paper_backend: str  # the backend the paper scale runs on (a tiny stand-in may train on another)
     raw: dict[str, Any] = dataclasses.field(repr=False, compare=False)
     seeds: tuple[int, ...] = (0,)  # the seeds a whole grid runs (`make grid`); validate() sets DEFAULT_SEEDS
+    quick_steps: int | None = None  # where the quick profile stops (config/profiles.py); None: the whole run
 
     @property
     def family(self) -> str:
@@ -440,11 +445,15 @@ def validate(doc: dict, name: str, shown: str, scale: str) -> ExperimentSpec:
                         "val_before_train must not be false (verl would train instead)")
     if run.algorithm in NEEDS_IS_THRESHOLD and run.hyper.is_threshold is None:
         raise SpecError(shown, "hyper.is_threshold", f"algorithm {run.algorithm} needs the importance-ratio cap C")
+    total = run.hyper.total_training_steps
+    if run.quick_steps is not None and total is not None and run.quick_steps >= total:
+        raise SpecError(shown, f"scales.{scale}.quick_steps", f"the quick profile must stop before the run's "
+                        f"{total} steps, got {run.quick_steps}")
     return ExperimentSpec(
         name=name, path=shown, scale=scale, description=top.description.strip(), paper=top.paper, sources=sources,
         model=run.model, template=run.template, grader=run.grader, data=run.data, algorithm=run.algorithm,
         arms=run.precision, backend=run.backend, lora=run.lora, hyper=run.hyper, resources=run.resources,
-        variant_of=top.variant_of, paper_backend=top.backend, raw=eff, seeds=run.seeds,
+        variant_of=top.variant_of, paper_backend=top.backend, raw=eff, seeds=run.seeds, quick_steps=run.quick_steps,
     )
 
 

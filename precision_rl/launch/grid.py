@@ -14,10 +14,11 @@ import sys
 from dataclasses import dataclass, replace
 
 from precision_rl.config.precision import PrecisionArm
+from precision_rl.config.profiles import DEFAULT_PROFILE, profile_for
 from precision_rl.config.registry import ExperimentSpec
 from precision_rl.config.scale import ScaleDecision
 from precision_rl.console import render_table
-from precision_rl.launch import runs
+from precision_rl.launch import eta, runs
 from precision_rl.launch.runner import RunOptions, execute, plan_run
 from precision_rl.paths import logs_root, runs_root
 
@@ -42,21 +43,36 @@ class GridRun:
 
 
 def _same_configuration(manifest: dict, spec: ExperimentSpec, extra: tuple[str, ...]) -> bool:
-    """Return whether a run was made from the experiment as registered now, with the same extra overrides."""
+    """Return whether a run was made from the experiment as registered now, with the same extra overrides: the same
+    settings that shape a run (``runs.CONFIGURATION_SPEC_FIELDS``; where a profile stops, or which seeds a grid runs,
+    change none of its steps)."""
     registered = json.loads(json.dumps(spec.raw, default=str))
-    return manifest.get("spec") == registered and list(manifest.get("extra_overrides") or []) == list(extra)
+    recorded = manifest.get("spec") or {}
+    return all(recorded.get(k) == registered.get(k) for k in runs.CONFIGURATION_SPEC_FIELDS) \
+        and list(manifest.get("extra_overrides") or []) == list(extra)
 
 
-def action_for(scale: str, spec: ExperimentSpec, arm: PrecisionArm, seed: int, extra: tuple[str, ...] = ()) -> str:
-    """Return what the grid does with this run, from its newest run directory of the same configuration.
+def _covers(run_dir, last_step: int | None) -> bool:
+    """Return whether a finished run logged the profile's last step (a quick run does not cover a calibrated one)."""
+    logged = runs.last_logged_step(run_dir)
+    return last_step is None or (logged is not None and logged >= last_step)
+
+
+def action_for(scale: str, spec: ExperimentSpec, arm: PrecisionArm, seed: int, extra: tuple[str, ...] = (),
+               profile: str = DEFAULT_PROFILE) -> str:
+    """Return what the grid does with this run in ``profile``, from its newest run directory of the same
+    configuration.
 
     A run made from an older version of the experiment (or other extra overrides) does not count: a new run starts
-    beside it.
+    beside it. A finished run that stopped before the profile's last step (a quick run, for a calibrated grid) is
+    resumed to it.
     """
+    last_step = profile_for(spec, profile).last_step(spec)
     published = runs.latest_run_dir(logs_root(), scale, spec.name, arm.label, seed)
     if published is not None and (published / runs.MANIFEST).is_file():
         manifest = runs.read_manifest(published)
-        if runs.effective_status(manifest) == runs.FINISHED and _same_configuration(manifest, spec, extra):
+        if runs.effective_status(manifest) == runs.FINISHED and _same_configuration(manifest, spec, extra) \
+                and _covers(published, last_step):
             return PUBLISHED
     run_dir = runs.latest_run_dir(runs_root(), scale, spec.name, arm.label, seed)
     if run_dir is None or not (run_dir / runs.MANIFEST).is_file():
@@ -67,13 +83,14 @@ def action_for(scale: str, spec: ExperimentSpec, arm: PrecisionArm, seed: int, e
         return BUSY
     if not _same_configuration(manifest, spec, extra):
         return START
-    return SKIP if status == runs.FINISHED else RESUME
+    return SKIP if status == runs.FINISHED and _covers(run_dir, last_step) else RESUME
 
 
 def plan_grid(selected: list[tuple[ExperimentSpec, PrecisionArm]], scale: str,
-              seeds: tuple[int, ...] | None = None, extra: tuple[str, ...] = ()) -> list[GridRun]:
+              seeds: tuple[int, ...] | None = None, extra: tuple[str, ...] = (),
+              profile: str = DEFAULT_PROFILE) -> list[GridRun]:
     """Return the grid's runs: every selected arm on ``seeds`` (default: the seeds each experiment names)."""
-    return [GridRun(spec, arm, seed, action_for(scale, spec, arm, seed, extra))
+    return [GridRun(spec, arm, seed, action_for(scale, spec, arm, seed, extra, profile))
             for spec, arm in selected for seed in (seeds or spec.seeds)]
 
 
@@ -83,6 +100,34 @@ def describe(grid: list[GridRun]) -> str:
     counts = {a: sum(g.action == a for g in grid) for a in (START, RESUME, SKIP, PUBLISHED, BUSY)}
     summary = ", ".join(f"{n} to {a}" if a in (START, RESUME) else f"{n} {a}" for a, n in counts.items() if n)
     return render_table(rows, ["#", "run", "action"]) + f"\n{len(grid)} runs: {summary}"
+
+
+def _same_run_kind(item: GridRun, extra: tuple[str, ...]):
+    """Return a test of a committed manifest: a run of ``item``'s experiment as registered now and of its arm?"""
+    def matches(doc: dict) -> bool:
+        return _same_configuration(doc, item.spec, extra) and doc.get("experiment") == item.spec.name \
+            and (doc.get("precision") or {}).get("label") == item.arm.label
+
+    return matches
+
+
+def grid_eta(grid: list[GridRun], profile: str = DEFAULT_PROFILE, extra: tuple[str, ...] = ()) -> str:
+    """Return one line with the expected wall time of the grid's runs still to start, from the committed runs of each
+    one's configuration and arm on the CPU kind nearest this machine (``eta``), naming those it has no estimate for.
+    A run to resume is counted whole."""
+    total, unknown = 0.0, []
+    hardware = runs.hardware()
+    for item in (g for g in grid if g.action in (START, RESUME)):
+        last = profile_for(item.spec, profile).last_step(item.spec)
+        found = eta.estimate(hardware, _same_run_kind(item, extra), 1, last, (logs_root(),)) if last else None
+        if found is None:
+            unknown.append(item.name)
+        else:
+            total += found.seconds
+    pending = sum(g.action in (START, RESUME) for g in grid)
+    line = f"ETA of the {pending} pending run(s): {eta.format_duration(total)}"
+    return line + (f", without {len(unknown)} that no committed run of their configuration times "
+                   f"({', '.join(unknown[:3])}{', ...' if len(unknown) > 3 else ''})" if unknown else "")
 
 
 def run_grid(grid: list[GridRun], decision: ScaleDecision, options: RunOptions) -> int:

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from precision_rl.config.precision import PrecisionArm
+from precision_rl.config.profiles import DEFAULT_PROFILE, Profile, profile_for
 from precision_rl.config.registry import DEFAULT_SEEDS, ExperimentSpec
 from precision_rl.config.scale import PAPER, TINY, ScaleDecision
 from precision_rl.errors import UserError
-from precision_rl.launch import runs
+from precision_rl.launch import eta, runs
 from precision_rl.launch.overrides import (
     FILE_LOGGER_ENV,
     RunContext,
@@ -34,7 +35,7 @@ from precision_rl.launch.overrides import (
     verl_overrides,
 )
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K3
-from precision_rl.paths import DATA_ENV, REPO_ROOT, cache_root, data_root, runs_root
+from precision_rl.paths import DATA_ENV, REPO_ROOT, cache_root, committed_run_roots, data_root, runs_root
 from precision_rl.verl_ext.cpu.overrides import cpu_platform_env, cpu_platform_overrides
 
 LOGGER_CHOICES = ("console", "file", "wandb", "tensorboard", "mlflow", "swanlab")
@@ -58,6 +59,7 @@ class RunOptions:
     extra: tuple[str, ...] = ()
     loggers: tuple[str, ...] = ("console", "file")
     watchdog_s: float | None = None  # None: the scale's default (WATCHDOG_S); 0: no watchdog
+    profile: str = DEFAULT_PROFILE  # the tiny scale's profile (config/profiles.py)
 
 
 @dataclass
@@ -74,6 +76,7 @@ class RunPlan:
     metrics_path: Path
     model_path: str
     profile_overrides: list[str] = field(default_factory=list)
+    profile: Profile = Profile(DEFAULT_PROFILE, None)
     platform_overrides: list[str] = field(default_factory=list)
     overrides: list[str] = field(default_factory=list)
     argv: list[str] = field(default_factory=list)
@@ -167,7 +170,8 @@ def plan_run(spec: ExperimentSpec, arm: PrecisionArm, decision: ScaleDecision, o
     ctx = RunContext(run_name=name, seed=options.seed, data_dir=data_root(), metrics_path=plan.metrics_path,
                      checkpoint_dir=run_dir / runs.CHECKPOINTS_DIR, gpus_per_node=gpus,
                      nnodes=options.nnodes or spec.resources.nnodes, loggers=options.loggers, model_path=plan.model_path)
-    plan.profile_overrides = verl_overrides(spec, arm, ctx)
+    plan.profile = profile_for(spec, options.profile)
+    plan.profile_overrides = verl_overrides(spec, arm, ctx) + plan.profile.overrides()
     plan.platform_overrides = cpu_platform_overrides(gpus) if plan.on_cpu else []
     plan.overrides = plan.profile_overrides + plan.platform_overrides + list(options.extra)
     if options.resume:
@@ -199,6 +203,17 @@ class ResumePoint:
                "metrics line")
         return f"{line} ({why}: " + (f"the resume goes back to {self.checkpoint.name})" if self.checkpoint
                                      else "no earlier checkpoint is kept)")
+
+
+def eta_line(plan: RunPlan, first_step: int, last_step: int) -> str:
+    """Return the run's expected wall time from the committed runs of its configuration and arm (``eta``), read from
+    its manifest, or a line saying why there is none."""
+    doc = runs.read_manifest(plan.run_dir)
+    matches = eta.same_run_kind(runs.configuration_key(doc), doc.get("precision") or {})
+    found = eta.estimate(doc.get("hardware") or {}, matches, first_step, last_step, committed_run_roots()) \
+        if last_step >= first_step else None
+    return found.describe() if found else (f"no ETA: no committed run of this configuration and arm logged steps "
+                                           f"{first_step}-{last_step}")
 
 
 def resume_point(checkpoints: Path, last_logged: int | None) -> ResumePoint:
@@ -331,6 +346,7 @@ def base_manifest(plan: RunPlan) -> dict:
         "argv": plan.argv,
         "verl_overrides": plan.overrides,
         "profile_overrides": plan.profile_overrides,
+        "profile": plan.profile.record(),
         "platform": platform_record(plan),
         "extra_overrides": list(plan.options.extra),
         "watchdog_s": plan.watchdog_s,
@@ -356,8 +372,10 @@ def begin_attempt(plan: RunPlan) -> None:
     else:
         doc = runs.read_manifest(plan.run_dir)
     doc["attempts"].append({"attempt": plan.attempt, "metrics": plan.metrics_path.name, "command": plan.command,
-                            "started": runs.utc_stamp(), "status": runs.RUNNING, "launcher": runs.launcher_record()})
+                            "profile": plan.profile.name, "started": runs.utc_stamp(), "status": runs.RUNNING,
+                            "launcher": runs.launcher_record()})
     doc["status"] = runs.RUNNING
+    doc["profile"] = plan.profile.record()  # a resume may continue a quick run as a calibrated one
     runs.write_manifest(plan.run_dir, doc)
 
 
@@ -398,14 +416,19 @@ def execute(plan: RunPlan) -> int:
         return 0
     prepare(plan)
     cfg, _ = check_composes(plan)
+    first_step = resume_point(plan.run_dir / runs.CHECKPOINTS_DIR, runs.last_logged_step(plan.run_dir)).first_step \
+        if plan.options.resume else 1
+    last_step = plan.profile.stop_after_step or int(cfg.trainer.total_training_steps or 0)
     begin_attempt(plan)
     started = time.time()
     try:
-        print(f"{plan.name}: {plan.decision.scale} scale, run directory {plan.run_dir}", file=sys.stderr)
+        print(f"{plan.name}: {plan.decision.scale} scale, profile {plan.profile.name} (steps {first_step}-{last_step}), "
+              f"run directory {plan.run_dir}", file=sys.stderr)
+        print(f"{plan.name}: {eta_line(plan, first_step, last_step)}", file=sys.stderr)
         plan.ray_temp_dir.mkdir(parents=True, exist_ok=True)
         outcome = supervise([sys.executable, *plan.argv[1:]], _subprocess_env(plan), plan.run_dir,
                             plan.run_dir / runs.TRAIN_LOG, plan.metrics_path,
-                            total_steps=int(cfg.trainer.total_training_steps or 0) or None, desc=plan.name,
+                            total_steps=last_step or None, desc=plan.name,
                             watchdog_s=plan.watchdog_s, ray_temp_dir=plan.ray_temp_dir, postfix_keys=PROGRESS_KEYS,
                             run_dir=plan.run_dir, attempt=plan.attempt)
     except InterruptedRun as stop:

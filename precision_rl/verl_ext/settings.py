@@ -17,3 +17,6 @@ HALF_FORMATS = ("fp16", "bf16")
 # (precision_rl.verl_ext.cpu.features); set, it forces the choice for that format in both engines.
 GEMM_ENV = {"fp16": "PRECISION_RL_FP16_GEMM", "bf16": "PRECISION_RL_BF16_GEMM"}
 GEMM_CHOICES = ("native", "emulated")
+# The step after which the trainer stops, its schedule still set by trainer.total_training_steps: a run of the quick
+# profile is then the first steps of the calibrated run of its seed (precision_rl.verl_ext.trainer).
+STOP_AFTER_STEP_KEY = "trainer.stop_after_step"

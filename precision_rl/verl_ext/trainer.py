@@ -13,6 +13,11 @@
   folder so a resumed run continues the count), from the engine's per-step report (``engine.py``).
 - ``mismatch_extremes.jsonl`` in the run directory (the parent of ``trainer.default_local_dir``): the responses of a
   step holding a token with |π − μ| beyond the paper's FP16 extreme, with their prompts and π, μ per token.
+- A stop after ``trainer.stop_after_step`` (``settings.STOP_AFTER_STEP_KEY``), the learning-rate schedule still
+  spanning ``trainer.total_training_steps``: verl sets the optimizer's horizon in
+  ``verl.trainer.ppo.v1.trainer_base.PPOTrainer._init_dataloader`` and ends its loop at ``self.total_training_steps``
+  (with the last step's validation and checkpoint), so the loop's end is lowered after the horizon is set. A quick-
+  profile run is then the first steps of the calibrated run of its seed.
 - Rollout batches in dataset-row order (``row_order``) rather than in the order their samples finished, so that a
   rerun splits them into the same mini-batches.
 
@@ -37,6 +42,7 @@ from precision_rl.metrics import (
     PAPER_FP16_PROBS_DIFF_EXTREME,
     SKIPPED_STEPS,
 )
+from precision_rl.verl_ext.settings import STOP_AFTER_STEP_KEY
 
 STATE_FILE = "precision_rl_state.json"  # written into verl's global_step_<N> checkpoint folder
 REPLAY_POLL_S = 0.05  # seconds between checks for a finished rollout batch
@@ -59,6 +65,14 @@ def row_order(keys: list[str], rows: list[int]) -> list[int]:
 
 
 @functools.cache
+def stop_after_step(config) -> int | None:
+    """Return the step after which the run stops (``settings.STOP_AFTER_STEP_KEY`` in verl's config), or None."""
+    from omegaconf import OmegaConf
+
+    value = OmegaConf.select(config, STOP_AFTER_STEP_KEY, default=None)
+    return None if value is None else int(value)
+
+
 def trainer_class() -> type:
     """Return the trainer class (built on first use, since verl is imported lazily)."""
     import transfer_queue as tq
@@ -80,6 +94,12 @@ def trainer_class() -> type:
         """verl's sync trainer with signed mismatch, bypass-mode mismatch and loss-scale metrics."""
 
         skipped_steps_total = 0
+
+        def _init_dataloader(self):
+            super()._init_dataloader()
+            stop = stop_after_step(self.config)
+            if stop is not None:
+                self.total_training_steps = min(self.total_training_steps, stop)
 
         def _build_replay_buffer(self):
             buffer = super()._build_replay_buffer()

@@ -1,5 +1,6 @@
 """The pass criteria: checks pass and fail where they must, and the command names the failed rule."""
 
+import math
 import shutil
 import warnings
 
@@ -231,7 +232,8 @@ def test_the_regression_gate_places_a_run_in_the_committed_band_and_wants_a_repe
 
     same = gate("same", curve, 1e-5)  # the same seed, numerics and values; only the step time differs
     assert {rule: r.status for rule, r in same.items()} == {
-        "regression/reward": "pass", "regression/token_kl": "pass", "regression/repeat": "pass"}
+        "regression/reward": "pass", "regression/band": "pass", "regression/token_kl": "pass",
+        "regression/repeat": "pass"}
     assert "committed/tiny/sanity/grpo/fp16/s42-" in same["regression/repeat"].note
     moved = gate("moved", [*curve[:-1], 0.9], 1e-5)
     assert moved["regression/repeat"].status == "fail" and M.REWARD in moved["regression/repeat"].note
@@ -281,6 +283,58 @@ def test_the_gate_reads_a_short_run_s_mismatch_by_its_median_log_ratio_not_by_he
     assert longer["regression/token_kl"].status == "fail"
 
 
+def test_a_quick_run_is_placed_step_by_step_in_the_band_of_the_longer_committed_runs_it_is_a_prefix_of(tmp_path):
+    """A 4-step run against committed 8-step runs: its final reward is compared with theirs at step 4, and each of its
+    training-reward steps and held-out points with their min–max at that step, widened by BAND_TOLERANCE."""
+    committed = tmp_path / "committed"
+    val = "val-core/tiny_sanity_val/acc/mean@4"
+    curves = {42: [0.50, 0.55, 0.60, 0.65, 0.90, 0.92, 0.94, 0.95], 1: [0.52, 0.57, 0.62, 0.66, 0.91, 0.93, 0.95, 0.96],
+              7: [0.48, 0.54, 0.58, 0.64, 0.89, 0.91, 0.93, 0.94]}
+    for seed, curve in curves.items():
+        records = [{"step": s, "data": {M.REWARD: r, **({val: 0.70 + 0.01 * (seed % 3)} if s in (4, 8) else {})}}
+                   for s, r in enumerate(curve, start=1)]
+        write_run(committed, "tiny", "sanity/grpo", "fp16", seed, [records])
+    reference = logs.load_runs([committed], progress=False)
+
+    def gate(name, rewards, held_out):
+        records = [{"step": s, "data": {M.REWARD: r, **({val: held_out} if s == 4 else {})}}
+                   for s, r in enumerate(rewards, start=1)]
+        write_run(tmp_path / name, "tiny", "sanity/grpo", "fp16", 5, [records], stamp="20260202T000000Z")
+        results = checks.run_checks(logs.load_runs([tmp_path / name], progress=False), reference=reference)
+        return {r.rule: r for r in results if r.rule.startswith("regression/")}
+
+    inside = gate("inside", [0.51, 0.58, 0.61, 0.66], 0.71)
+    assert inside["regression/band"].status == "pass" and "5 point(s)" in inside["regression/band"].note
+    assert inside["regression/reward"].status == "pass" and "at step 4" in inside["regression/reward"].note
+    assert inside["regression/reward"].bound == "in 0.460-0.693"  # trailing means at step 4 (0.560-0.593) ± 0.1
+    out = gate("out", [0.51, 0.50, 0.61, 0.70], 0.60)
+    band = out["regression/band"]
+    assert band.status == "fail" and band.value == 3
+    assert "reward step 2: 0.500 below 0.540-0.570 by 0.040" in band.note and "step 4: 0.700 above" in band.note
+    assert f"{val} step 4: 0.600 below" in band.note
+
+
+def test_a_new_seed_passes_the_band_when_it_strays_no_more_than_the_committed_seeds_do_from_each_other(tmp_path):
+    """Three committed seeds, one of which lies 0.05 above the others at 2 of 4 steps: each strays from the others'
+    band at up to 50 % of the steps, so a fourth seed outside at 1 step of 4 passes, and one outside at all 4 fails."""
+    committed = tmp_path / "committed"
+    for seed, curve in {42: [0.50, 0.55, 0.60, 0.65], 1: [0.50, 0.55, 0.60, 0.65], 7: [0.55, 0.60, 0.60, 0.65]}.items():
+        write_run(committed, "tiny", "sanity/grpo", "fp16", seed,
+                  [[{"step": s, "data": {M.REWARD: r}} for s, r in enumerate(curve, start=1)]])
+    reference = logs.load_runs([committed], progress=False)
+
+    def band(name, rewards):
+        write_run(tmp_path / name, "tiny", "sanity/grpo", "fp16", 5,
+                  [[{"step": s, "data": {M.REWARD: r}} for s, r in enumerate(rewards, start=1)]],
+                  stamp="20260202T000000Z")
+        results = checks.run_checks(logs.load_runs([tmp_path / name], progress=False), reference=reference)
+        return next(r for r in results if r.rule == "regression/band")
+
+    draw = band("draw", [0.50, 0.55, 0.60, 0.75])
+    assert draw.status == "pass" and "1 of 4 point(s) outside" in draw.note and "up to 50%" in draw.note
+    assert band("off", [0.40, 0.45, 0.50, 0.55]).status == "fail"
+
+
 def test_a_reference_root_keeps_one_run_of_a_name_per_cpu_kind_and_each_kind_repeats_its_own(tmp_path):
     """The 2-step reference holds sanity.grpo-fp16-s42 once per CPU kind: both are kept (one table per numerics),
     and a run repeats the one of its own numerics exactly."""
@@ -298,6 +352,34 @@ def test_a_reference_root_keeps_one_run_of_a_name_per_cpu_kind_and_each_kind_rep
         results = checks.run_checks(logs.load_runs([tmp_path / kind], progress=False), reference=tables)
         rules = {r.rule: r for r in results if r.rule.startswith("regression/")}
         assert rules["regression/repeat"].status == "pass", (kind, rules["regression/repeat"])
+
+
+def test_a_run_on_other_numerics_is_told_apart_as_a_bit_for_bit_repeat_a_drifted_reproduction_or_another_draw(tmp_path):
+    committed = tmp_path / "committed"
+    curve = [0.55, 0.62, 0.70, 0.74, 0.80, 0.82, 0.85, 0.86]
+    for seed, shift in ((42, 0.0), (1, 0.04), (7, -0.04)):
+        _gate_run(committed, seed, [r + shift * (-1) ** i for i, r in enumerate(curve)], 1e-5)
+    reference = logs.load_runs([committed], progress=False)
+    intel = {"matrix_flags": ["amx_bf16", "amx_tile", "avx2", "avx512_bf16", "avx512_fp16", "avx512f"], "cpu_count": 2}
+
+    def drift(name, rewards, reference=reference):
+        _gate_run(tmp_path / name, 42, rewards, 1e-5, stamp="20261205T000000Z", hardware=intel)
+        results = checks.run_checks(logs.load_runs([tmp_path / name], progress=False), reference=reference)
+        rules = {r.rule: r for r in results if r.rule.startswith("regression/")}
+        assert "regression/repeat" not in rules
+        return rules["regression/drift"]
+
+    same = drift("same", curve)
+    assert same.status == "pass" and "bit for bit" in same.note
+    close = drift("close", [curve[0], *(r + 0.01 * (-1) ** i for i, r in enumerate(curve[1:]))])
+    assert close.status == "pass" and "from step 2 on" in close.note and "a reproduction" in close.note
+    assert f"{M.REWARD} 0.01" in close.note and math.isclose(close.value, 0.01 * math.sqrt(7 / 8), rel_tol=1e-6)
+    far = drift("far", [r + 0.05 * (-1) ** i for i, r in enumerate(curve)])
+    assert far.status == "fail" and "another draw" in far.note and "from step 1 on" in far.note
+    alone = tmp_path / "alone"
+    _gate_run(alone, 42, curve, 1e-5)
+    lone = drift("lone", [r + 0.01 for r in curve], reference=logs.load_runs([alone], progress=False))
+    assert lone.status == "skip" and "no two committed seeds" in lone.note
 
 
 def test_output_locations_and_the_clone_path_do_not_change_a_configuration():

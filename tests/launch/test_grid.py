@@ -24,17 +24,21 @@ def isolated(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _record(spec, arm: str, seed: int, status: str, *, extra=(), launcher=None, now=0, root=None) -> None:
-    """Write a run directory as the launcher leaves it: a manifest with the registered spec and one attempt."""
+def _record(spec, arm: str, seed: int, status: str, *, extra=(), launcher=None, now=0, root=None,
+            last_step: int = 300) -> None:
+    """Write a run directory as the launcher leaves it: a manifest with the registered spec and one attempt, whose
+    metrics file ends at ``last_step`` (default: the whole calibrated run)."""
     root = root or paths.runs_root()
     run_dir = runs.create_run_dir(runs.planned_run_dir(root, "tiny", spec.name, arm, seed, now=now))
     attempt = {"attempt": 0, "status": status, "launcher": launcher or runs.launcher_record()}
     runs.write_manifest(run_dir, {"spec": json.loads(json.dumps(spec.raw, default=str)), "extra_overrides": list(extra),
                                   "status": status, "attempts": [attempt]})
+    runs.metrics_path(run_dir, 0).write_text(json.dumps({"step": last_step, "data": {}}) + "\n")
 
 
-def _actions(spec, seeds=None, extra=()):
-    return {(g.arm.label, g.seed): g.action for g in grid.plan_grid([(spec, a) for a in spec.arms], "tiny", seeds, extra)}
+def _actions(spec, seeds=None, extra=(), profile="quick"):
+    return {(g.arm.label, g.seed): g.action
+            for g in grid.plan_grid([(spec, a) for a in spec.arms], "tiny", seeds, extra, profile)}
 
 
 def test_seeds_come_from_the_registry_unless_given():
@@ -69,6 +73,15 @@ def test_a_published_run_is_skipped_even_without_its_run_directory():
     assert actions[("fp16", 42)] == actions[("fp16", 1)] == grid.PUBLISHED
     assert actions[("bf16", 42)] == grid.START
     assert "2 skip (published)" in grid.describe(grid.plan_grid([(spec, a) for a in spec.arms], "tiny"))
+
+
+def test_a_finished_quick_run_covers_the_quick_grid_and_is_resumed_by_a_calibrated_one():
+    spec = load_experiment("sanity/grpo", "tiny")
+    _record(spec, "fp16", 42, "finished", last_step=spec.quick_steps)
+    _record(spec, "bf16", 42, "finished", root=paths.logs_root())  # a published calibrated run covers both
+    assert _actions(spec, seeds=(42,)) == {("fp16", 42): grid.SKIP, ("bf16", 42): grid.PUBLISHED}
+    assert _actions(spec, seeds=(42,), profile="calibrated") == {("fp16", 42): grid.RESUME,
+                                                                 ("bf16", 42): grid.PUBLISHED}
 
 
 def test_a_run_of_an_older_registry_entry_does_not_count():

@@ -39,3 +39,28 @@ def test_verls_trainer_still_keeps_the_prompts_that_the_extremes_file_reads_back
     from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
     assert 'select_fields=["prompts", "responses"]' in inspect.getsource(PPOTrainer)
+
+
+def test_verls_trainer_still_sets_the_schedule_horizon_before_the_loop_end_the_stop_lowers():
+    """The quick profile's stop (``stop_after_step``, applied after ``PPOTrainer._init_dataloader``) relies on verl
+    0.9.1 fixing the optimizer's horizon from ``total_training_steps`` inside ``_init_dataloader`` and ending ``fit`` at
+    ``self.total_training_steps`` with the last step's validation and checkpoint. When this fails, the quick profile
+    would either not stop or shorten the learning-rate schedule, and stop being a prefix of the calibrated run."""
+    from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+    setup = inspect.getsource(PPOTrainer._init_dataloader)
+    assert "self.total_training_steps = total_training_steps" in setup
+    assert setup.index("self.total_training_steps = total_training_steps") < setup.index(
+        "actor_rollout_ref.actor.optim.total_training_steps = optim_total_training_steps")
+    loop = inspect.getsource(PPOTrainer.fit)
+    assert "is_last_step = self.global_steps >= self.total_training_steps" in loop
+    assert "is_last_step or self.global_steps % self.config.trainer.save_freq == 0" in loop
+
+
+def test_the_stop_is_read_from_verls_config_and_absent_means_the_whole_run():
+    from omegaconf import OmegaConf
+
+    from precision_rl.verl_ext.trainer import stop_after_step
+
+    assert stop_after_step(OmegaConf.create({"trainer": {"stop_after_step": 25, "total_training_steps": 300}})) == 25
+    assert stop_after_step(OmegaConf.create({"trainer": {"total_training_steps": 300}})) is None

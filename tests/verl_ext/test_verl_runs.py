@@ -360,7 +360,7 @@ def test_the_regression_gate_holds_the_grpo_pair_to_the_committed_two_step_runs(
             f"write them with {WRITE_REFERENCE_ENV}=1"
         same_numerics = "regression/repeat" in rules
         for rule, result in rules.items():
-            if rule == "regression/reward" and not same_numerics:
+            if rule in ("regression/reward", "regression/band", "regression/drift") and not same_numerics:
                 continue  # other arithmetic draws other samples: 32 rewards are too few for a band across machines
             if rule.removeprefix("regression/") in checks.HEAVY_TAILED and result.status == "skip":
                 continue  # a 2-step token mean: the median |log ratio| above stands for it

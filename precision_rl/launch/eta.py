@@ -1,0 +1,137 @@
+"""How long a run will take, read from the committed runs of its configuration on the CPU kind nearest this one.
+
+A run's start-up, validation before training and shutdown come from the first attempt of each committed run (its wall
+time less its steps), its steps from their logged ``timing_s/step``. Of the committed runs of the same configuration
+and precision arm, those on the nearest CPU kind count (vendor, then family and model, then matrix instructions, then core count); the
+estimate is the median over them, and it says which CPU they ran on.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from precision_rl.launch import runs
+from precision_rl.metrics import STEP_TIME
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The expected wall time of steps ``first_step``..``last_step`` (start-up included) and where it was read."""
+
+    seconds: float
+    first_step: int
+    last_step: int
+    runs: tuple[str, ...]  # the committed run directories the estimate was read from
+    cpu: str  # the CPU they ran on, as their manifests name it
+    same_kind: bool  # whether that CPU is of this machine's kind (vendor, family, model and matrix instructions)
+
+    def describe(self) -> str:
+        """Return the estimate as one line, e.g. ``ETA 4.1 h for steps 1-300 with start-up (median of 3 committed
+        run(s) on ...)``."""
+        where = "this CPU kind" if self.same_kind else "another CPU kind: no committed run of this configuration " \
+                                                       "ran on this one"
+        return (f"ETA {format_duration(self.seconds)} for steps {self.first_step}-{self.last_step} with start-up "
+                f"(median of {len(self.runs)} committed run(s) on {self.cpu}; {where})")
+
+
+def format_duration(seconds: float) -> str:
+    """Return ``seconds`` as minutes under 90 minutes and as hours above, e.g. ``47 min`` or ``4.1 h``."""
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def cpu_label(hardware: dict) -> str:
+    """Return a CPU as runs name it: model name, vendor/family/model where recorded, and matrix instructions."""
+    parts = [hardware.get("cpu_model") or "unknown CPU"]
+    if hardware.get("cpu_id"):
+        parts.append(f"({hardware['cpu_id'].rsplit(' stepping', 1)[0]})")
+    flags = hardware.get("matrix_flags") or []
+    parts.append(f"[{', '.join(flags)}]" if flags else "[no matrix flags recorded]")
+    return " ".join(parts)
+
+
+def kind_distance(mine: dict, theirs: dict) -> tuple[int, int, int, int]:
+    """Return how far two manifests' ``hardware`` records are apart as CPU kinds, most telling difference first:
+    vendor, family and model, matrix instructions, core count (0 where equal, 1 where not or unrecorded)."""
+    def ident(hw: dict) -> list[str]:
+        words = (hw.get("cpu_id") or "").split()
+        return [words[0] if words else "", " ".join(words[1:5])]
+
+    (vendor_a, model_a), (vendor_b, model_b) = ident(mine), ident(theirs)
+    return (int(not vendor_a or vendor_a != vendor_b), int(not model_a or model_a != model_b),
+            int(sorted(mine.get("matrix_flags") or []) != sorted(theirs.get("matrix_flags") or [])),
+            int(mine.get("cpu_count") != theirs.get("cpu_count")))
+
+
+def step_times(run_dir: Path) -> tuple[dict[int, float], dict[int, dict[int, float]]]:
+    """Return a run's ``timing_s/step`` by step (a later attempt wins) and, per attempt, the step times it logged;
+    unreadable lines are skipped."""
+    merged: dict[int, float] = {}
+    per_attempt: dict[int, dict[int, float]] = {}
+    for attempt, path in enumerate(runs.attempt_files(run_dir)):
+        times = per_attempt.setdefault(attempt, {})
+        for line in path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+                value = float(record["data"][STEP_TIME])
+                times[int(record["step"])] = value
+            except (ValueError, KeyError, TypeError):
+                continue
+        merged.update(times)
+    return merged, per_attempt
+
+
+def _stamp_seconds(stamp: str) -> float:
+    return datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").timestamp()
+
+
+def overhead_s(doc: dict, per_attempt: dict[int, dict[int, float]]) -> float | None:
+    """Return the first attempt's wall time less the steps it logged (start-up, validation before training and
+    shutdown), or None where it recorded no start and end."""
+    first = next((a for a in doc.get("attempts") or [] if a.get("attempt") == 0), None)
+    try:
+        wall = _stamp_seconds(first["ended"]) - _stamp_seconds(first["started"])
+    except (TypeError, KeyError, ValueError):
+        return None
+    return max(0.0, wall - sum(per_attempt.get(0, {}).values()))
+
+
+def same_run_kind(configuration: str, precision: dict) -> Callable[[dict], bool]:
+    """Return a test of a committed manifest: is it a run of ``configuration`` (``runs.configuration_key``) and of the
+    arm ``precision`` (a manifest's ``{"train": ..., "infer": ...}``)?"""
+    arm = (precision.get("train"), precision.get("infer"))
+    return lambda doc: runs.configuration_key(doc) == configuration and \
+        ((doc.get("precision") or {}).get("train"), (doc.get("precision") or {}).get("infer")) == arm
+
+
+def estimate(hardware: dict, matches: Callable[[dict], bool], first_step: int, last_step: int,
+             roots: tuple[Path, ...]) -> Estimate | None:
+    """Return the estimate for steps ``first_step``..``last_step`` of a run on a machine with ``hardware`` (a
+    manifest's record), read from the committed runs under ``roots`` whose manifest ``matches`` (its configuration and
+    arm: ``same_run_kind``) and that logged every one of those steps, start-up added. None where no such committed
+    run exists."""
+    found = []
+    for root in roots:
+        for run_dir in (p.parent for p in sorted(Path(root).rglob(runs.MANIFEST)) if Path(root).is_dir()):
+            doc = runs.read_manifest(run_dir)
+            if not matches(doc):
+                continue
+            times, per_attempt = step_times(run_dir)
+            if not all(s in times for s in range(first_step, last_step + 1)):
+                continue
+            start = overhead_s(doc, per_attempt)
+            if start is None:
+                continue
+            seconds = start + sum(times[s] for s in range(first_step, last_step + 1))
+            found.append((kind_distance(hardware, doc.get("hardware") or {}), seconds, run_dir, doc))
+    if not found:
+        return None
+    nearest = min(distance for distance, *_ in found)
+    chosen = [f for f in found if f[0] == nearest]
+    return Estimate(statistics.median(s for _, s, _, _ in chosen), first_step, last_step,
+                    tuple(str(d) for _, _, d, _ in chosen), cpu_label(chosen[0][3].get("hardware") or {}),
+                    nearest[:3] == (0, 0, 0))

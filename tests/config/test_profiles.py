@@ -1,0 +1,48 @@
+"""The tiny scale's profiles: quick stops the calibrated run after ``quick_steps``; calibrated runs it whole."""
+
+import pytest
+
+from precision_rl import cli
+from precision_rl.config.profiles import CALIBRATED, DEFAULT_PROFILE, PAPER_PROFILE, QUICK, check_profile, profile_for
+from precision_rl.config.registry import SpecError, load_experiment, validate
+from precision_rl.errors import UserError
+
+
+def test_quick_stops_the_sanity_run_after_its_first_validation_and_calibrated_runs_it_whole():
+    spec = load_experiment("sanity/grpo", "tiny")
+    quick, whole = profile_for(spec, QUICK), profile_for(spec, CALIBRATED)
+    assert DEFAULT_PROFILE == QUICK and spec.quick_steps == 25
+    assert spec.quick_steps % spec.hyper.test_freq == 0  # its last step is a validation step of the calibrated run
+    assert quick.overrides() == ["+trainer.stop_after_step=25"] and quick.last_step(spec) == 25
+    assert whole.overrides() == [] and whole.last_step(spec) == 300
+    assert quick.record() == {"name": "quick", "stop_after_step": 25}
+
+
+def test_experiments_without_quick_steps_and_the_paper_scale_run_whole():
+    moe = load_experiment("moe/grpo_seq_mis", "tiny")
+    assert moe.quick_steps is None and profile_for(moe, QUICK).overrides() == []
+    paper = load_experiment("sanity/grpo", "paper")
+    assert paper.quick_steps is None and profile_for(paper, QUICK).name == PAPER_PROFILE
+
+
+def test_an_unknown_profile_is_one_line_listing_the_profiles(capsys):
+    with pytest.raises(UserError, match="unknown PROFILE 'fast': choose one of quick, calibrated"):
+        check_profile("fast")
+    assert cli.main(["run", "sanity/grpo", "--scale", "tiny", "--profile", "fast", "--dry-run"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: unknown PROFILE 'fast'")
+
+
+def test_the_quick_stop_must_come_before_the_run_s_end():
+    from precision_rl.config.registry import EXPERIMENTS_DIR, load_raw
+
+    doc = load_raw(EXPERIMENTS_DIR / "sanity" / "grpo.yaml")
+    doc["scales"]["tiny"]["quick_steps"] = 300
+    with pytest.raises(SpecError, match="quick_steps"):
+        validate(doc, "sanity/grpo", "experiments/sanity/grpo.yaml", "tiny")
+
+
+def test_a_dry_run_renders_the_stop_in_the_quick_profile_only(capsys):
+    for profile, expected in ((QUICK, True), (CALIBRATED, False)):
+        assert cli.main(["run", "sanity/grpo", "--scale", "tiny", "--precision", "fp16", "--profile", profile,
+                         "--dry-run"]) == 0
+        assert ("+trainer.stop_after_step=25" in capsys.readouterr().out) is expected

@@ -1,0 +1,54 @@
+"""The ETA a run prints at its start: read from the committed runs of its configuration and arm on the nearest CPU
+kind, start-up included, and nothing where none logged the steps."""
+
+import math
+
+from precision_rl.analysis.synthetic import write_run
+from precision_rl.launch import eta, runs
+from precision_rl.metrics import STEP_TIME
+
+EPYC_ZEN4 = {"cpu_model": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 17 stepping 1", "cpu_count": 2,
+             "matrix_flags": ["avx2", "avx512_bf16", "avx512f"]}
+EPYC_ZEN3 = {"cpu_model": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 1 stepping 1", "cpu_count": 2,
+             "matrix_flags": ["avx2"]}
+XEON = {"cpu_model": "Intel Xeon", "cpu_id": "GenuineIntel family 6 model 143 stepping 8", "cpu_count": 2,
+        "matrix_flags": ["amx_bf16", "amx_tile", "avx2", "avx512_bf16", "avx512_fp16", "avx512f"]}
+
+
+def _committed(root, seed, hardware, step_s, precision="fp16", steps=10, wall_s=None, config="cfg"):
+    """One committed run: ``steps`` steps of ``step_s`` seconds; its first attempt lasted ``wall_s`` (default: the
+    steps plus 240 s of start-up)."""
+    wall_s = steps * step_s + 240 if wall_s is None else wall_s
+    end = f"20260101T00{int(wall_s) // 60:02d}{int(wall_s) % 60:02d}Z"
+    records = [{"step": s, "data": {STEP_TIME: step_s}} for s in range(1, steps + 1)]
+    return write_run(root, "tiny", "sanity/grpo", precision, seed, [records], manifest={
+        "hardware": hardware, runs.CONFIGURATION_FIELD: config,
+        "attempts": [{"attempt": 0, "metrics": "metrics.jsonl", "started": "20260101T000000Z", "ended": end,
+                      "status": "finished"}]})
+
+
+def test_the_estimate_is_the_median_over_the_nearest_cpu_kind_with_its_start_up(tmp_path):
+    root = tmp_path / "logs"
+    for seed, step_s in ((42, 40.0), (1, 50.0), (7, 60.0)):
+        _committed(root, seed, EPYC_ZEN4, step_s)
+    _committed(root, 9, XEON, 10.0)
+    _committed(root, 5, EPYC_ZEN4, 1.0, precision="bf16")  # another arm
+    _committed(root, 6, EPYC_ZEN4, 1.0, config="other")  # another configuration
+    fp16 = {"label": "fp16", "train": "fp16", "infer": "fp16"}
+    same = eta.estimate(EPYC_ZEN4, eta.same_run_kind("cfg", fp16), 1, 10, (root,))
+    assert math.isclose(same.seconds, 240 + 10 * 50) and len(same.runs) == 3 and same.same_kind
+    assert "family 25 model 17" in same.cpu and "this CPU kind" in same.describe()
+    nearest = eta.estimate(EPYC_ZEN3, eta.same_run_kind("cfg", fp16), 1, 10, (root,))  # same vendor beats another vendor
+    assert math.isclose(nearest.seconds, 740) and not nearest.same_kind and "another CPU kind" in nearest.describe()
+    assert math.isclose(eta.estimate(XEON, eta.same_run_kind("cfg", fp16), 1, 10, (root,)).seconds, 340)
+    assert math.isclose(eta.estimate(EPYC_ZEN4, eta.same_run_kind("cfg", fp16), 6, 10, (root,)).seconds, 240 + 5 * 50)
+    assert eta.estimate(EPYC_ZEN4, eta.same_run_kind("cfg", fp16), 1, 11, (root,)) is None  # no committed run logged step 11
+    assert eta.estimate(EPYC_ZEN4, eta.same_run_kind("absent", fp16), 1, 10, (root,)) is None
+    assert eta.estimate(EPYC_ZEN4, eta.same_run_kind("cfg", fp16), 1, 10, (tmp_path / "nowhere",)) is None
+
+
+def test_durations_read_as_minutes_then_hours_and_bad_lines_are_skipped(tmp_path):
+    assert eta.format_duration(47 * 60) == "47 min" and eta.format_duration(4.1 * 3600) == "4.1 h"
+    run_dir = _committed(tmp_path, 42, EPYC_ZEN4, 30.0, steps=2)
+    (run_dir / "metrics.jsonl").write_text((run_dir / "metrics.jsonl").read_text() + '{"step": 3, "data": {"tim\n')
+    assert eta.step_times(run_dir)[0] == {1: 30.0, 2: 30.0}
