@@ -46,7 +46,7 @@ except ImportError:  # pragma: no cover - orjson comes with verl's dependencies
 COLUMNS = ("run", "scale", "experiment", "algorithm", "precision_train", "precision_infer", "seed", "step",
            "metric", "value")
 RUN_COLUMNS = ("run", "scale", "experiment", "algorithm", "precision_train", "precision_infer", "seed", "status",
-               "wall_time_s", "source", "config", "numerics")
+               "wall_time_s", "source", "config", "numerics", "profile")
 METRICS_FILE = "metrics.parquet"
 METRICS_CSV = "metrics.csv"
 RUNS_CSV = "runs.csv"
@@ -99,7 +99,8 @@ def _manifest_info(run_dir: Path) -> RunInfo:
                        algorithm=str(doc.get("algorithm") or UNKNOWN), precision_train=str(prec["train"]),
                        precision_infer=str(prec["infer"]), seed=int(seed), status=runs.effective_status(doc),
                        wall_time_s=attempts_seconds(doc.get("attempts") or []), source=str(run_dir),
-                       created=str(doc.get("created") or run_dir.name), config=runs.configuration_key(doc), numerics=runs.numerics_key(doc))
+                       created=str(doc.get("created") or run_dir.name), config=runs.configuration_key(doc),
+                       numerics=runs.numerics_key(doc), profile=runs.profile_name(doc))
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"{run_dir / runs.MANIFEST}: missing or bad field {exc} (needs run_name, experiment, scale, "
                         "precision {train, infer}, seed)") from None
@@ -431,9 +432,9 @@ def read_table(out_dir: Path) -> RunTable:
             metrics[col] = metrics[col].astype("category")
     runs_path = out_dir / RUNS_CSV
     runs_df = (pd.read_csv(runs_path, dtype={"run": str, "status": str, "source": str, "config": str,
-                                                   "numerics": str})
+                                                   "numerics": str, "profile": str})
                if runs_path.is_file() and runs_path.stat().st_size else pd.DataFrame(columns=list(RUN_COLUMNS)))
-    for column in ("config", "numerics"):  # a table collected before runs carried them
+    for column in ("config", "numerics", "profile"):  # a table collected before runs carried them
         if column not in runs_df:
             runs_df[column] = UNKNOWN
     return RunTable(metrics, runs_df)

@@ -33,6 +33,7 @@ class RunInfo:
     created: str = ""
     config: str = UNKNOWN  # runs.configuration_key of the manifest: equal for runs of one configuration
     numerics: str = UNKNOWN  # runs.numerics_key: equal for runs whose arithmetic is the same (GEMMs, CPU flags)
+    profile: str = UNKNOWN  # runs.profile_name: quick, calibrated (tiny scale) or paper
 
     @property
     def precision(self) -> str:

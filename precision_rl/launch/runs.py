@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from precision_rl import __version__
+from precision_rl.config.profiles import CALIBRATED, PAPER_PROFILE
+from precision_rl.config.scale import PAPER
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json, sha256_file
 from precision_rl.paths import REPO_ROOT
@@ -160,6 +162,16 @@ def numerics_key(doc: dict) -> str:
     return _short_hash({"gemm": {k: platform.get(k) for k in ("fp16_gemm", "bf16_gemm", "rollout_gemm")},
                         "flags": hardware.get("matrix_flags"), "cores": hardware.get("cpu_count"),
                         "gpus": hardware.get("gpus")})
+
+
+def profile_name(doc: dict) -> str:
+    """Return the profile manifest ``doc`` ran in (``config/profiles.py``). A manifest from before profiles records
+    none: its run was never stopped early, so it ran whole, the calibrated profile at tiny scale (the paper scale has
+    no profiles)."""
+    recorded = (doc.get("profile") or {}).get("name")
+    if recorded:
+        return str(recorded)
+    return PAPER_PROFILE if doc.get("scale") == PAPER else CALIBRATED
 
 
 def write_manifest(run_dir: Path, doc: dict) -> Path:

@@ -399,3 +399,17 @@ def test_output_locations_and_the_clone_path_do_not_change_a_configuration():
     elsewhere = {**base, "extra_overrides": ["reward.custom_reward_function.path=/other/clone/tests/r.py"]}
     assert key(elsewhere) != key(base)
     assert runs.configuration_key({**elsewhere, runs.CONFIGURATION_FIELD: key(base)}) == key(base)
+
+
+def test_a_quick_run_is_not_held_to_the_sanity_criterion_and_an_older_manifest_reads_as_calibrated(tmp_path):
+    quick = {"profile": {"name": "quick", "stop_after_step": 25}}
+    write_run(tmp_path, "tiny", "sanity/grpo", "fp16", 42, [[{"step": 1, "data": {M.REWARD: 0.5}}]], manifest=quick)
+    write_run(tmp_path, "tiny", "sanity/grpo", "fp16", 1, [[{"step": 1, "data": {M.REWARD: 0.5}}]])
+    table = logs.load_runs([tmp_path], progress=False)
+    assert dict(zip(table.runs["seed"], table.runs["profile"], strict=True)) == {42: "quick", 1: "calibrated"}
+    results = checks.run_checks(table)
+    sanity = {r.run: r for r in results if r.rule == "sanity_reward"}
+    assert sanity["sanity.grpo-fp16-s42"].status == "skip" and "PROFILE=calibrated" in sanity["sanity.grpo-fp16-s42"].note
+    assert sanity["sanity.grpo-fp16-s1"].status == "fail"
+    verdict = next(r for r in results if r.rule == "sanity_reward_over_seeds")
+    assert "(1: 0.500)" in verdict.note and "42:" not in verdict.note  # the quick run does not count over seeds
