@@ -131,7 +131,11 @@ def cmd_run(args) -> int:
     if finished:
         from precision_rl.analysis.closing import closing_lines
 
-        for line in closing_lines(finished):
+        try:
+            lines = closing_lines(finished)
+        except UserError as err:  # the runs finished; only the verdict cannot be drawn
+            lines = [f"no closing verdict: {err}"]
+        for line in lines:
             print(line, file=sys.stderr)
     return status
 

@@ -117,7 +117,10 @@ def estimate(hardware: dict, matches: Callable[[dict], bool], first_step: int, l
     found = []
     for root in roots:
         for run_dir in (p.parent for p in sorted(Path(root).rglob(runs.MANIFEST)) if Path(root).is_dir()):
-            doc = runs.read_manifest(run_dir)
+            try:
+                doc = runs.read_manifest(run_dir)
+            except (OSError, ValueError):
+                continue  # an unreadable committed manifest times nothing; an ETA never stops a run
             if not matches(doc):
                 continue
             times, per_attempt = step_times(run_dir)

@@ -52,3 +52,11 @@ def test_durations_read_as_minutes_then_hours_and_bad_lines_are_skipped(tmp_path
     run_dir = _committed(tmp_path, 42, EPYC_ZEN4, 30.0, steps=2)
     (run_dir / "metrics.jsonl").write_text((run_dir / "metrics.jsonl").read_text() + '{"step": 3, "data": {"tim\n')
     assert eta.step_times(run_dir)[0] == {1: 30.0, 2: 30.0}
+
+
+def test_an_unreadable_committed_manifest_is_passed_over(tmp_path):
+    _committed(tmp_path, 42, EPYC_ZEN4, 50.0)
+    broken = _committed(tmp_path, 1, EPYC_ZEN4, 10.0)
+    (broken / runs.MANIFEST).write_text("{not json")
+    found = eta.estimate(EPYC_ZEN4, eta.same_run_kind("cfg", {"train": "fp16", "infer": "fp16"}), 1, 10, (tmp_path,))
+    assert math.isclose(found.seconds, 240 + 10 * 50) and len(found.runs) == 1
