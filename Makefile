@@ -50,6 +50,8 @@ export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
 export HF_HUB_DISABLE_TELEMETRY := 1
 export VLLM_NO_USAGE_STATS := 1
 
+# Targets that read runs (check, check-published, publish, heldout) take PROFILE only when it is given: otherwise every profile.
+PROFILE_FILTER = $(if $(filter command line environment,$(origin PROFILE)),--profile $(PROFILE))
 RUN_FLAGS = --scale $(SCALE) --profile $(PROFILE) --seed $(SEED) --loggers $(LOGGERS) \
 	$(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
 	$(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(filter 1 true yes,$(RESUME)),--resume) \
@@ -122,7 +124,7 @@ list: $(STAMP) ## Print the experiment registry as a table
 	@$(PY) -m precision_rl list
 
 show: $(STAMP) ## Print one experiment's resolved spec: make show EXP=sanity/grpo
-	@$(PY) -m precision_rl show $(EXP) --scale $(SCALE)
+	@$(PY) -m precision_rl show $(EXP) --scale $(SCALE) --profile $(PROFILE)
 
 run: $(STAMP) ## Run experiment(s) once per arm: make run EXP=sanity/grpo [PRECISION=fp16] [SEED=42] [SCALE=tiny]
 	@$(LAUNCH) $(EXP_ARGS) $(if $(PRECISION),--precision $(PRECISION)) $(if $(PANEL),--panel $(PANEL))
@@ -172,7 +174,8 @@ tiny-model: $(STAMP) ## The shipped tiny base model: refuses; REBUILD=1 retrains
 	@$(PY) -m precision_rl tiny-model $(if $(filter 1 true yes,$(REBUILD)),--rebuild) $(if $(filter 1 true yes,$(REFILTER)),--refilter)
 
 heldout: $(STAMP) ##- Success rates at T=1 of a local tiny run's last checkpoint against the shipped base's, with standard errors: make heldout [EXP=sanity/grpo] [PRECISION=fp16] [SEED=42] [STEP=300]
-	@$(PY) -m precision_rl heldout $(EXP_ARGS) $(if $(PRECISION),--precision $(PRECISION)) --seed $(SEED) $(if $(STEP),--step $(STEP))
+	@$(PY) -m precision_rl heldout $(EXP_ARGS) $(if $(PRECISION),--precision $(PRECISION)) --seed $(SEED) $(if $(STEP),--step $(STEP)) \
+		$(PROFILE_FILTER)
 
 solve-rates: $(STAMP) ##- Can a sanity set be drawn from a tiny model? Success rate by chain length (default: the long-answer model) [ARGS='--max-ops 12 --sft-steps 1600']
 	@$(PY) -m precision_rl.tiny.solve_rates $(ARGS)
@@ -256,22 +259,23 @@ $(foreach f,$(FIGURES),$(eval $(call FIGURE_RULE,$(f),$(PUBLISHED_TABLE),$(PUBLI
 collect: $(LOCAL_TABLE) ##- Collect the local runs into runs/_analysis/metrics.{parquet,csv}, runs.csv (WANDB_CSV='a.csv ...' adds wandb exports)
 
 figures: $(LOCAL_TABLE) | $(STAMP) ## Draw the local runs' figures into runs/_analysis/figures/<scale>/ (SCALE=auto: both scales)
-	@$(PY) -m precision_rl figures $(LOCAL_SOURCE) --out $(LOCAL_OUT)/figures $(if $(filter-out auto,$(SCALE)),--scale $(SCALE))
+	@$(PY) -m precision_rl figures $(LOCAL_SOURCE) --out $(LOCAL_OUT)/figures $(if $(filter-out auto,$(SCALE)),--scale $(SCALE)) \
+		--profile $(PROFILE)
 
 tables: $(LOCAL_TABLE) | $(STAMP) ## Write the local runs' tables into runs/_analysis/: per-run summary, comparison with the paper, precision pairs
 	@$(PY) -m precision_rl tables $(LOCAL_SOURCE)
 
 check: $(LOCAL_TABLE) | $(STAMP) ## Judge local runs, each against the committed band of its configuration: make check [EXP='sanity/*'] [SCALE=tiny]
-	@$(PY) -m precision_rl check $(EXP_ARGS) --scale $(SCALE) --results $(LOCAL_OUT)
+	@$(PY) -m precision_rl check $(EXP_ARGS) --scale $(SCALE) --results $(LOCAL_OUT) $(PROFILE_FILTER)
 
 check-published: $(PUBLISHED_TABLE) | $(STAMP) ##- Judge the published runs (results/logs): make check-published [EXP='sanity/*'] [SCALE=tiny]
-	@$(PY) -m precision_rl check $(EXP_ARGS) --scale $(SCALE) --published
+	@$(PY) -m precision_rl check $(EXP_ARGS) --scale $(SCALE) --published $(PROFILE_FILTER)
 
 publish: | $(STAMP) ## Copy finished runs' logs into results/logs/ (committed): make publish [EXP='sanity/*'] [RETIRE=1: first remove published runs of an older configuration]
-	@$(PY) -m precision_rl publish $(EXP_ARGS) $(if $(filter 1 true yes,$(RETIRE)),--retire)
+	@$(PY) -m precision_rl publish $(EXP_ARGS) $(if $(filter 1 true yes,$(RETIRE)),--retire) $(PROFILE_FILTER)
 
 published-results: $(PUBLISHED_TABLE) | $(STAMP) ##- Redraw the committed figures, results/*.md and the README's results blocks from results/logs alone (after make publish)
-	@$(PY) -m precision_rl figures $(PUBLISHED_SOURCE) --out $(PUBLISHED_FIGURES)
+	@$(PY) -m precision_rl figures $(PUBLISHED_SOURCE) --out $(PUBLISHED_FIGURES) --profile calibrated
 	@$(PY) -m precision_rl tables $(PUBLISHED_SOURCE) --readme $(RESULTS)/README.md
 	@$(PY) -m precision_rl.analysis.profile_times --readme README.md > /dev/null
 

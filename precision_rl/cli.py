@@ -16,7 +16,7 @@ import yaml
 from precision_rl.analysis import commands as analysis_commands
 from precision_rl.config import registry
 from precision_rl.config.precision import PrecisionArm, parse_arm
-from precision_rl.config.profiles import DEFAULT_PROFILE, PROFILES, check_profile
+from precision_rl.config.profiles import DEFAULT_PROFILE, PROFILES, check_profile, profile_for
 from precision_rl.config.registry import ExperimentSpec
 from precision_rl.config.scale import PAPER, SCALE_CHOICES, ScaleDecision, resolve_scale
 from precision_rl.console import render_table
@@ -68,10 +68,15 @@ def cmd_fields(args) -> int:
 
 
 def cmd_show(args) -> int:
-    """Print one experiment's resolved spec at a scale (auto: the scale a run here would take); return 0."""
+    """Print one experiment's resolved spec at a scale (auto: the scale a run here would take) and, at tiny scale, what
+    its profile runs (the last step and the trainer's overrides); return 0."""
     decision = resolve_scale(args.scale, dry_run=True)
     spec = registry.load_experiment(args.experiment, decision.scale)
     print(f"# {spec.path} at scale {spec.scale} (SCALE={args.scale}: {decision.reason})")
+    if spec.scale != PAPER:
+        profile = profile_for(spec, check_profile(args.profile))
+        print(f"# PROFILE={profile.name}: trains to step {profile.last_step(spec)}"
+              + (f" (overrides: {' '.join(profile.overrides())})" if profile.overrides() else ""))
     print(yaml.safe_dump(spec.raw, sort_keys=False, allow_unicode=True), end="")
     return 0
 
@@ -222,9 +227,10 @@ def cmd_heldout(args) -> int:
     precisions = _precisions(args)
     checkpoints = []
     for spec, arm in _selected_runs(registry.select(args.experiments, "tiny"), precisions, None):
-        run_dir = runs.latest_run_dir(runs_root(), "tiny", spec.name, arm.label, args.seed)
+        run_dir = runs.latest_run_dir(runs_root(), "tiny", spec.name, arm.label, args.seed, args.profile)
         if run_dir is None:
-            print(f"note: no local tiny run of {spec.name} {arm.label} seed {args.seed}", file=sys.stderr)
+            print(f"note: no local tiny run of {spec.name} {arm.label} seed {args.seed}"
+                  + (f" in the {args.profile} profile" if args.profile else ""), file=sys.stderr)
             continue
         steps = checkpoint_steps(run_dir / runs.CHECKPOINTS_DIR)
         step = steps[-1] if args.step is None and steps else args.step
@@ -259,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print an experiment's resolved spec")
     show.add_argument("experiment")
     show.add_argument("--scale", default="auto", choices=SCALE_CHOICES)
+    show.add_argument("--profile", default=DEFAULT_PROFILE, choices=PROFILES, help="the tiny profile to show")
     show.set_defaults(func=cmd_show)
     run = sub.add_parser("run", help="run experiments (names or globs like 'sanity/*')")
     _add_selection(run, "+")
@@ -285,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     heldout.add_argument("--precision", action="append", help="arm(s), e.g. fp16 (default: every arm)")
     heldout.add_argument("--seed", type=int, default=registry.DEFAULT_SEEDS[0])
     heldout.add_argument("--step", type=int, help="checkpoint step (default: the last one whose weights are kept)")
+    heldout.add_argument("--profile", choices=PROFILES, help="only runs of this profile (default: the newest run)")
     heldout.set_defaults(func=cmd_heldout)
     analysis_commands.add_parsers(sub)
     return parser

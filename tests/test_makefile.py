@@ -97,3 +97,22 @@ def test_make_list_prints_the_registry():
     sourced, assumed, conflict = (int(v) for v in rows["moe/grpo_seq_mis"][-3:])
     assert assumed == 13 and conflict == 0 and sourced > 0
     assert [int(v) for v in rows["sanity/grpo"][-2:]] == [0, 4]  # grader, val top_p, clip-higher, cadence
+
+
+def test_make_show_names_the_profile_s_last_step():
+    quick, calibrated = make("show", "EXP=sanity/grpo", "SCALE=tiny"), make("show", "EXP=sanity/grpo", "SCALE=tiny",
+                                                                             "PROFILE=calibrated")
+    assert quick.returncode == calibrated.returncode == 0, quick.stderr + calibrated.stderr
+    assert "# PROFILE=quick: trains to step 25 (overrides: +trainer.stop_after_step=25)" in quick.stdout
+    assert "# PROFILE=calibrated: trains to step 300\n" in calibrated.stdout
+
+
+def test_targets_that_read_runs_take_profile_only_when_it_is_given():
+    def recipe(*args):
+        out = make("-n", *args)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+    assert "--profile" not in recipe("check") and "--profile quick" in recipe("check", "PROFILE=quick")
+    assert "--profile calibrated" in recipe("publish", "PROFILE=calibrated")
+    assert "--profile calibrated" in recipe("published-results")
+    assert "--profile quick" in recipe("figures")

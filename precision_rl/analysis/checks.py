@@ -41,6 +41,7 @@ from precision_rl.analysis.records import UNKNOWN
 from precision_rl.analysis.series import TRAIL_WINDOW, SeriesIndex, trailing_mean
 from precision_rl.config.precision import PrecisionArm
 from precision_rl.config.profiles import QUICK
+from precision_rl.config.scale import TINY
 from precision_rl.console import render_table
 from precision_rl.errors import UserError
 
@@ -563,16 +564,21 @@ def check_pair(index: SeriesIndex, fp16: dict, bf16: dict) -> list[CheckResult]:
     return out
 
 
-def select_runs(runs: pd.DataFrame, patterns: list[str] | None, scale: str | None = None) -> pd.DataFrame:
+def select_runs(runs: pd.DataFrame, patterns: list[str] | None, scale: str | None = None,
+                profile: str | None = None) -> pd.DataFrame:
     """Return the runs matching any of ``patterns`` (run name, experiment name or glob, or run directory).
 
-    ``scale`` (paper/tiny) narrows the choice; a pattern that matches nothing is a UserError.
+    ``scale`` (paper/tiny) and ``profile`` (a tiny profile: ``config/profiles.py``) narrow the choice; a pattern that
+    matches nothing is a UserError.
     """
     chosen = runs if scale in (None, "", "auto", "all") else runs[runs["scale"].astype(str) == scale]
+    if profile:
+        chosen = chosen[(chosen["scale"].astype(str) == TINY) & (chosen["profile"].astype(str) == profile)]
     if not patterns:
         if chosen.empty:
             raise UserError("no runs to check" + (f" at scale {scale}" if scale not in (None, "", "auto", "all")
-                                                  else "") + ": run an experiment first (see `make help`)")
+                                                  else "") + (f" in the {profile} profile" if profile else "")
+                            + ": run an experiment first (see `make help`)")
         return chosen
     keep = np.zeros(len(chosen), dtype=bool)
     sources = [str(Path(s).resolve()) if isinstance(s, str) and s else "" for s in chosen["source"]]
@@ -589,12 +595,14 @@ def select_runs(runs: pd.DataFrame, patterns: list[str] | None, scale: str | Non
 
 
 def run_checks(table: RunTable, patterns: list[str] | None = None, scale: str | None = None,
-               reference: CommittedRuns | RunTable | Sequence[RunTable] | None = None) -> list[CheckResult]:
+               reference: CommittedRuns | RunTable | Sequence[RunTable] | None = None,
+               profile: str | None = None) -> list[CheckResult]:
     """Return every rule's result for the selected runs, then the verdict over seeds of each selected sanity
     configuration and arm; pairs and verdicts use only runs of the same configuration in ``table``, and each run is
-    placed in the band of the committed ``reference`` runs of its configuration (one table per committed root)."""
+    placed in the band of the committed ``reference`` runs of its configuration (one table per committed root).
+    ``profile`` keeps only the tiny runs of that profile."""
     index = SeriesIndex(table.metrics)
-    selected = select_runs(table.runs, patterns, scale)
+    selected = select_runs(table.runs, patterns, scale, profile)
     everyone = table.runs.to_dict("records")
     results: list[CheckResult] = []
     committed = CommittedRuns.of(reference)

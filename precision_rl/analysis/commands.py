@@ -12,6 +12,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from precision_rl.config.profiles import CALIBRATED, PROFILES
 from precision_rl.config.scale import PAPER, SCALE_CHOICES, SCALES
 from precision_rl.errors import UserError
 from precision_rl.paths import (
@@ -92,7 +93,7 @@ def _figure_data(args):
     """Return the FigureData of ``args``: the run table and the offline mismatch folders."""
     from precision_rl.analysis.figures import FigureData
 
-    return FigureData(_table(args), _mismatch_dirs(args))
+    return FigureData(_table(args), _mismatch_dirs(args), profile=args.profile)
 
 
 def _add_view(parser: argparse.ArgumentParser) -> None:
@@ -112,6 +113,12 @@ def _add_source(parser: argparse.ArgumentParser, mismatch: bool = False) -> None
         parser.add_argument("--mismatch", type=Path, nargs="+",
                             help="offline mismatch result folders, the first drawn where two hold the same result "
                                  "(default: runs/mismatch, with --published results/logs/mismatch)")
+
+
+def _add_profile(parser: argparse.ArgumentParser, default: str | None) -> None:
+    what = ("draw the tiny runs of this profile (default: %(default)s)" if default else
+            "only the tiny runs of this profile (default: every profile)")
+    parser.add_argument("--profile", default=default, choices=PROFILES, help=what)
 
 
 def cmd_collect(args) -> int:
@@ -190,7 +197,8 @@ def cmd_check(args) -> int:
     from precision_rl.analysis.checks import failures, format_results, run_checks
     from precision_rl.analysis.closing import committed_runs
 
-    results = run_checks(_table(args), args.run or None, args.scale, reference=committed_runs())
+    results = run_checks(_table(args), args.run or None, args.scale, reference=committed_runs(),
+                         profile=args.profile)
     print(format_results(results))
     failed = failures(results)
     for r in failed:
@@ -209,7 +217,7 @@ def cmd_span(args) -> int:
 
     steps = parse_range(args.steps)
     table = _table(args)
-    chosen = select_runs(table.runs, args.run or None, args.scale)
+    chosen = select_runs(table.runs, args.run or None, args.scale, args.profile)
     print(span_table(replace(table, runs=chosen), steps))
     return 0
 
@@ -241,13 +249,16 @@ def cmd_publish(args) -> int:
             raise UserError(f"{run_dir / runs.MANIFEST}: not a run manifest ({exc})") from None
         if args.run and not any(fnmatchcase(name, p) for name in names for p in args.run):
             continue
+        if args.profile and runs.profile_name(manifest) != args.profile:
+            continue
         if not args.calibration and (problem := publish_problem(manifest, registered_only=not args.reference)):
             print(f"skipped ({problem}): {run_dir}", file=sys.stderr)
         else:
             chosen.append(run_dir)
     if not chosen:
         what = "run" if args.calibration else "finished run"
-        raise UserError(f"no {what} under {root} matches {' '.join(args.run) or 'anything'}")
+        raise UserError(f"no {what} under {root} matches {' '.join(args.run) or 'anything'}"
+                        + (f" in the {args.profile} profile" if args.profile else ""))
     if args.calibration:
         for target in publish_calibration_runs(chosen, args.out or CALIBRATION_DIR):
             print(target)
@@ -298,6 +309,7 @@ def add_parsers(sub) -> None:
     figure.add_argument("figure", help="the figure's name, as its script under analysis/ (e.g. fig1_training_reward)")
     figure.add_argument("--scale", required=True, choices=SCALES)
     _add_source(figure, mismatch=True)
+    _add_profile(figure, CALIBRATED)
     figure.add_argument("--out", type=Path, help="PNG path (default: runs/_analysis/figures/<scale>/<figure>.png, "
                                                  "with --published paper_figures/<scale>/<figure>.png)")
     figure.set_defaults(func=cmd_figure)
@@ -305,6 +317,7 @@ def add_parsers(sub) -> None:
     figures = sub.add_parser("figures", help="draw every figure at both scales into runs/_analysis/figures/<scale>/ "
                                              "(with --published: paper_figures/<scale>/)")
     _add_source(figures, mismatch=True)
+    _add_profile(figures, CALIBRATED)
     figures.add_argument("--out", type=Path, help="output folder (default: runs/_analysis/figures, with --published "
                                                   "paper_figures/)")
     figures.add_argument("--scale", nargs="+", choices=SCALES, default=list(SCALES))
@@ -329,6 +342,7 @@ def add_parsers(sub) -> None:
     check.add_argument("run", nargs="*", help="run names, experiment names, globs or run directories (default: all)")
     check.add_argument("--scale", default="auto", choices=SCALE_CHOICES, help="only runs at this scale (auto: all)")
     _add_source(check)
+    _add_profile(check, None)
     check.set_defaults(func=cmd_check)
 
     span = sub.add_parser("span", help="print runs' statistics over a range of steps: the training reward (per-step "
@@ -339,6 +353,7 @@ def add_parsers(sub) -> None:
     span.add_argument("--steps", required=True, metavar="FIRST-LAST", help="the steps, both included, e.g. 76-225")
     span.add_argument("--scale", default="auto", choices=SCALE_CHOICES, help="only runs at this scale (auto: all)")
     _add_source(span)
+    _add_profile(span, None)
     span.set_defaults(func=cmd_span)
 
     publish = sub.add_parser("publish", help="copy finished runs' manifest and metrics into results/logs/ (committed)")
@@ -356,6 +371,7 @@ def add_parsers(sub) -> None:
     publish.add_argument("--retire", action="store_true",
                          help="first remove the published runs of the same experiments from another configuration "
                               "(an older profile; git history keeps them)")
+    _add_profile(publish, None)
     publish.set_defaults(func=cmd_publish)
     publish_mm = sub.add_parser("publish-mismatch", help="copy offline mismatch results into results/logs/mismatch/ "
                                                          "(committed; self pairs, tables as CSV)")

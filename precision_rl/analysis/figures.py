@@ -38,12 +38,14 @@ from precision_rl.analysis.records import EXTERNAL_STATUS
 from precision_rl.analysis.series import SeriesIndex, trailing_mean
 from precision_rl.config.precision import PrecisionArm
 from precision_rl.config.registry import ExperimentSpec, load_all
-from precision_rl.config.scale import PAPER, SCALES
+from precision_rl.config.profiles import CALIBRATED
+from precision_rl.config.scale import PAPER, SCALES, TINY
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json
 from precision_rl.launch.runs import FINISHED
 from precision_rl.paths import REPO_ROOT
-from precision_rl.tiny.data import VAL_RECIPE
+from precision_rl.tiny.data import VAL_RECIPE, instrument_record, read_problem_list
+from precision_rl.tiny.shipped import SHIPPED_DIR
 
 FAMILY_LABELS = {"sanity": "Sanity", "octothinker": "OctoThinker", "lora": "LoRA", "moe": "MoE",
                  "dense14b": "Dense-14B", "ablation": "Ablation"}
@@ -72,7 +74,17 @@ ASSUMED_REWARD_NOTE = (f"{ASSUMED_REWARD_MARK}: the template, data and reward ar
 DRAWN_STATUSES = (FINISHED, EXTERNAL_STATUS)
 NOT_RUN_YET = "not run yet"
 NEEDS_GPUS = "not run (paper scale needs GPUs)"
+LOGS_DIR_NAME = "results/logs/"
+MIN_GRID_WIDTH = 7.0  # inches of panels in a grid figure however few panels it draws
 MAX_LISTED_ARMS = 3  # a note names at most this many arms sharing a state, else counts them
+
+
+def tiny_scope(profile: str) -> str:
+    """Return how a tiny figure names its runs' profile and instrument: the profile, the shipped model's weights
+    (sha256 prefix) and the sanity set's size."""
+    record = instrument_record(SHIPPED_DIR)
+    return (f"{profile} profile; instrument: shipped model {record['model_weights_sha256'][:8]}, "
+            f"{len(read_problem_list().train)} training problems")
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,7 @@ class FigureData:
 
     table: RunTable
     mismatch_roots: Path | Sequence[Path]
+    profile: str = CALIBRATED  # at tiny scale a figure draws the runs of this profile only
     index: SeriesIndex = field(init=False)
     _specs: dict[str, dict[str, ExperimentSpec]] = field(default_factory=dict, init=False)
     _runs: dict[tuple, list[tuple[str, str]]] = field(default_factory=dict, init=False)  # key -> (run, status)
@@ -107,10 +120,21 @@ class FigureData:
         self.index = SeriesIndex(self.table.metrics)
         runs = self.table.runs.sort_values(["seed", "run"]) if len(self.table.runs) else self.table.runs
         for row in runs.itertuples(index=False):
+            if str(row.scale) == TINY and str(row.profile) != self.profile:
+                continue
             key = (str(row.scale), str(row.experiment), str(row.precision_train), str(row.precision_infer))
             status = row.status if isinstance(row.status, str) and row.status else "status unknown"
             self._runs.setdefault(key, []).append((str(row.run), status))
             self._sources[(str(row.scale), str(row.run))] = str(row.source)
+
+    def scope(self, scale: str) -> str:
+        """Return what a training figure's runs are at ``scale``, for its title: at tiny scale the profile and the
+        instrument ("calibrated profile, shipped model d0ce323d, 300 problems"); at paper scale nothing."""
+        return tiny_scope(self.profile) if scale == TINY else ""
+
+    def has_runs(self, scale: str, experiment: str, arm: PrecisionArm) -> bool:
+        """Return True when ``experiment``'s ``arm`` has a run at ``scale``, finished or not (not noted as read)."""
+        return bool(self._runs.get((scale, experiment, arm.train, arm.infer)))
 
     def specs(self, scale: str) -> dict[str, ExperimentSpec]:
         """Return the registry at ``scale`` (loaded once)."""
@@ -278,9 +302,14 @@ def _grid(data: FigureData, scale: str, prefix: str, draw_panel: Callable, what:
     ``draw_panel(ax, spec, arm, runs, color)`` draws one arm and returns the seeds it drew."""
     specs = data.specs(scale)
     panels = panel_ids(specs, prefix)
-    ncols = 4
+    omitted = []
+    if scale == TINY:
+        drawn = [p for p in panels if any(data.has_runs(scale, s.name, a) for s, a in panel_arms(specs, p))]
+        if drawn:
+            omitted, panels = [p for p in panels if p not in drawn], drawn
+    ncols = min(4, len(panels)) or 4
     nrows = max(1, -(-len(panels) // ncols))
-    fig, axes = P.new_figure(nrows, ncols)
+    fig, axes = P.new_figure(nrows, ncols, panel_size=(max(3.0, MIN_GRID_WIDTH / ncols), 2.2))
     legend: dict[str, tuple] = {}
     for k, ax in enumerate(axes.flat):
         if k >= len(panels):
@@ -300,7 +329,13 @@ def _grid(data: FigureData, scale: str, prefix: str, draw_panel: Callable, what:
                 legend[label] = (color, "-")
         ax.set_xlabel(STEPS)
         finish_panel(ax, arms, seeds, scale, what)
-    return fig, axes, legend
+    if omitted:
+        names = ", ".join(f"({p[len(prefix):]}) {' / '.join(sorted({experiment_title(s) for s, _ in panel_arms(specs, p)}))}"
+                          for p in omitted)
+        legend_note = (f"Not drawn: {names} — no {data.profile}-profile run of the shipped instrument yet "
+                       f"(the retired 12-problem runs are in the git history of {LOGS_DIR_NAME})")
+        return fig, axes, legend, legend_note
+    return fig, axes, legend, None
 
 
 def build_fig1(data: FigureData, scale: str):
@@ -310,9 +345,11 @@ def build_fig1(data: FigureData, scale: str):
         return P.draw_training_curve(ax, data.curves(scale, runs, M.REWARD_Q), color,
                                      P.precision_label(arm.train, arm.infer))
 
-    fig, _, legend = _grid(data, scale, "fig1", draw, M.REWARD)
+    fig, _, legend, omitted = _grid(data, scale, "fig1", draw, M.REWARD)
     P.figure_legend(fig, legend)
-    P.add_caption(fig, FIGURE_TITLES["fig1_training_reward"], scale, f"y: {M.REWARD}. {ASSUMED_REWARD_NOTE} {CURVE_NOTE}")
+    P.header_note(fig, [omitted] if omitted else [])
+    P.add_caption(fig, FIGURE_TITLES["fig1_training_reward"], scale, f"y: {M.REWARD}. {ASSUMED_REWARD_NOTE} {CURVE_NOTE}",
+                  scope=data.scope(scale))
     return fig
 
 
@@ -326,10 +363,12 @@ def build_fig2(data: FigureData, scale: str):
             ax.set_ylabel(f"{dataset_label(spec.data.val[0])} {name.rsplit('/', 1)[-1]}")
         return P.draw_eval_curve(ax, curves, color, P.precision_label(arm.train, arm.infer))
 
-    fig, _, legend = _grid(data, scale, "fig2", draw, "validation accuracy")
+    fig, _, legend, omitted = _grid(data, scale, "fig2", draw, "validation accuracy")
     P.figure_legend(fig, legend)
+    P.header_note(fig, [omitted] if omitted else [])
     P.add_caption(fig, FIGURE_TITLES["fig2_eval_accuracy"], scale,
-                  f"y: val-core/<first validation set>/acc/mean@n, unsmoothed. {ASSUMED_REWARD_NOTE} {CURVE_NOTE}")
+                  f"y: val-core/<first validation set>/acc/mean@n, unsmoothed. {ASSUMED_REWARD_NOTE} {CURVE_NOTE}",
+                  scope=data.scope(scale))
     return fig
 
 
@@ -425,7 +464,8 @@ def build_fig3(data: FigureData, scale: str):
     P.add_caption(fig, FIGURE_TITLES["fig3_mismatch_dynamics"], scale,
                   f"Mismatch: {M.PROBS_DIFF_ABS_MEAN}; KL: k3 {M.TOKEN_KL_K3} (log axis) and k1 {M.TOKEN_KL_K1}, the "
                   f"estimator the paper's oat row plots (symmetric log axis: a batch's k1 can be negative); actor/ "
-                  f"prefix in bypass mode; max/min: {M.PROBS_DIFF_MAX}, {M.PROBS_DIFF_MIN}. " + CURVE_NOTE)
+                  f"prefix in bypass mode; max/min: {M.PROBS_DIFF_MAX}, {M.PROBS_DIFF_MIN}. " + CURVE_NOTE,
+                  scope=data.scope(scale))
     return fig
 
 
@@ -438,7 +478,7 @@ def build_fig4(data: FigureData, scale: str):
         _validation_column(data, scale, "fig4", 1),
     ]
     fig = _algorithm_row(data, scale, "fig4", columns)
-    P.add_caption(fig, FIGURE_TITLES["fig4_fp16_algorithms"], scale, CURVE_NOTE)
+    P.add_caption(fig, FIGURE_TITLES["fig4_fp16_algorithms"], scale, CURVE_NOTE, scope=data.scope(scale))
     return fig
 
 
@@ -574,7 +614,7 @@ def build_ablation(data: FigureData, scale: str):
     shared_legend(fig, arms, looks, drew, scale)
     P.add_caption(fig, FIGURE_TITLES["ablation_precision"], scale,
                   "Colour: training dtype; line style: inference dtype (solid BF16, dashed FP16, dotted FP32). "
-                  "Heat-maps: mean over seeds, with the seed count. " + CURVE_NOTE)
+                  "Heat-maps: mean over seeds, with the seed count. " + CURVE_NOTE, scope=data.scope(scale))
     return fig
 
 
@@ -597,7 +637,7 @@ def build_fork_ablation(data: FigureData, scale: str):
     P.add_caption(fig, FIGURE_TITLES["ablation_fork_changes"], scale,
                   "Fork settings: weight decay 0, betas (0.9, 0.95), eps 1e-15, Dr.GRPO loss, no std normalisation "
                   "(sanity/grpo); verl defaults: 0.01, (0.9, 0.999), 1e-8, token mean, std-normalised "
-                  "(ablation/fork_changes). " + CURVE_NOTE)
+                  "(ablation/fork_changes). " + CURVE_NOTE, scope=data.scope(scale))
     return fig
 
 

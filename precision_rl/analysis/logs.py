@@ -30,13 +30,15 @@ from tqdm import tqdm
 
 from precision_rl.analysis.records import UNKNOWN, LogWarning, RunInfo, RunMetrics, RunTable
 from precision_rl.config.precision import PRECISIONS
-from precision_rl.config.scale import PAPER
+from precision_rl.config.scale import PAPER, TINY
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_dir, atomic_path
 from precision_rl.launch import runs
 from precision_rl.metrics import is_known
 from precision_rl.paths import ANALYSIS_DIR, MISMATCH_DIR, runs_root
+from precision_rl.tiny.data import instrument_problem, instrument_record
 from precision_rl.tiny.heldout import RECORDS_DIR as HELDOUT_RECORDS_DIR
+from precision_rl.tiny.shipped import SHIPPED_DIR
 
 try:  # orjson is ~5x faster than json; verl's own file logger writes with it
     from orjson import loads as _loads
@@ -185,12 +187,14 @@ def stale_table_reason(results: Path, root: Path) -> str | None:
 
 def publish_problem(manifest: dict, registered_only: bool = True) -> str | None:
     """Return why a run may not be published (unfinished, or, where ``registered_only``, not the experiment as
-    registered), or None."""
+    registered or, at tiny scale, not made with the shipped instrument), or None."""
     status = runs.effective_status(manifest)
     if status != runs.FINISHED:
         return f"{status}, not finished"
     if registered_only and manifest.get("extra_overrides"):
         return f"run with extra overrides {' '.join(manifest['extra_overrides'])}, not the registered experiment"
+    if registered_only and manifest.get("scale") == TINY:
+        return instrument_problem(manifest.get("tiny_instrument"), instrument_record(SHIPPED_DIR))
     return None
 
 

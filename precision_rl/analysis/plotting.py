@@ -60,6 +60,7 @@ def precision_label(train: str, infer: str) -> str:
 
 # Fixed layout in inches (no tight_layout: it measures every text and took most of the drawing time).
 MARGIN_LEFT, MARGIN_RIGHT, MARGIN_TOP, MARGIN_BOTTOM = 0.65, 0.2, 0.85, 0.95
+CAPTION_LINES, CAPTION_LINE = 3, 0.13  # caption lines the bottom margin holds; inches per further line at 7 pt
 GAP_W, GAP_H = 0.75, 0.75
 
 
@@ -218,14 +219,28 @@ def draw_eval_curve(ax: plt.Axes, curves: list[pd.Series], color, label: str, li
     return band.n_seeds
 
 
-def add_caption(fig: plt.Figure, title: str, scale: str, notes: str = "") -> None:
-    """Put the figure title (with the scale) on top and a caption naming the scale and smoothing at the bottom."""
+def add_caption(fig: plt.Figure, title: str, scale: str, notes: str = "", scope: str = "") -> None:
+    """Put the figure title (with the scale) on top and a caption naming the scale, the runs' ``scope`` (at tiny
+    scale: profile and instrument) and the smoothing at the bottom."""
     width = fig.get_figwidth()
-    fig.suptitle(f"{title} — {scale_label(scale)}", fontsize=11, x=0.5, y=1 - 0.12 / fig.get_figheight(),
-                 va="top")
-    caption = f"Scale: {scale_label(scale)}." + (f" {notes}" if notes else "")
+    fig.suptitle(f"{title} — {scale_label(scale)}" + (f", {scope.split(';')[0]}" if scope else ""), fontsize=11,
+                 x=0.5, y=1 - 0.12 / fig.get_figheight(), va="top")
+    caption = f"Scale: {scale_label(scale)}." + (f" Runs: {scope}." if scope else "") + (f" {notes}" if notes else "")
     lines = textwrap.wrap(caption, max(40, int(width * 17)))  # ~17 characters per inch at 7 pt
-    fig.text(0.08 / width, 0.06 / fig.get_figheight(), "\n".join(lines[:3]), ha="left", va="bottom", fontsize=7,
+    if len(lines) > CAPTION_LINES:  # grow the bottom margin by the extra lines; the panels keep their size
+        extra = CAPTION_LINE * (len(lines) - CAPTION_LINES)
+        height, pars = fig.get_figheight(), fig.subplotpars
+        top_in, bottom_in = (1 - pars.top) * height, pars.bottom * height
+        fig.set_figheight(height + extra)
+        fig.subplots_adjust(top=1 - top_in / (height + extra), bottom=(bottom_in + extra) / (height + extra))
+        if fig._suptitle is not None:
+            fig._suptitle.set_y(1 - 0.12 / (height + extra))
+        for legend in fig.legends:
+            legend.set_bbox_to_anchor((0.5, 1 - LEGEND_FROM_TOP / (height + extra)))
+        for text in fig.texts:
+            x, y = text.get_position()
+            text.set_y(1 - (1 - y) * height / (height + extra))
+    fig.text(0.08 / width, 0.06 / fig.get_figheight(), "\n".join(lines), ha="left", va="bottom", fontsize=7,
              color="0.3")
 
 

@@ -14,8 +14,11 @@ import pandas as pd
 
 from precision_rl import metrics as M
 from precision_rl.config.precision import parse_arm
+from precision_rl.config.scale import TINY
 from precision_rl.launch import runs
 from precision_rl.mismatch.layout import SEQUENCES, SUMMARY, TOKENS
+from precision_rl.tiny.data import instrument_record
+from precision_rl.tiny.shipped import SHIPPED_DIR
 
 
 def write_run(root: Path, scale: str, experiment: str, precision: str, seed: int, attempts: list,
@@ -24,7 +27,8 @@ def write_run(root: Path, scale: str, experiment: str, precision: str, seed: int
     """Write one run directory under ``root`` and return it.
 
     ``attempts`` holds one entry per attempt: a list of ``{"step": N, "data": {...}}`` records (float NaN is
-    written as null, as verl's file logger does) or the file's raw text.
+    written as null, as verl's file logger does) or the file's raw text. A tiny run records the shipped instrument
+    unless ``manifest`` sets ``tiny_instrument``.
     """
     arm = parse_arm(precision)
     run_dir = runs.arm_dir(Path(root), scale, experiment, arm.label) / f"s{seed}-{stamp}"
@@ -36,6 +40,8 @@ def write_run(root: Path, scale: str, experiment: str, precision: str, seed: int
         "attempts": [{"attempt": k, "metrics": runs.metrics_path(run_dir, k).name, "started": stamp,
                       "ended": stamp, "status": status} for k in range(len(attempts))],
     }
+    if scale == TINY:
+        doc["tiny_instrument"] = instrument_record(SHIPPED_DIR)
     doc.update(manifest or {})
     runs.write_manifest(run_dir, doc)
     for k, attempt in enumerate(attempts):

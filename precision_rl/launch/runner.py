@@ -37,6 +37,7 @@ from precision_rl.launch.overrides import (
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K3
 from precision_rl.paths import DATA_ENV, REPO_ROOT, cache_root, committed_run_roots, data_root, runs_root
 from precision_rl.verl_ext.cpu.overrides import cpu_platform_env, cpu_platform_overrides
+from precision_rl.tiny.data import instrument_record
 
 LOGGER_CHOICES = ("console", "file", "wandb", "tensorboard", "mlflow", "swanlab")
 # Seconds without a new metrics line after which a run is stopped and recorded as failed (0 turns it off). The
@@ -313,15 +314,6 @@ def platform_record(plan: RunPlan) -> dict:
                             "layer's dtype"}
 
 
-def tiny_instrument(model_path: str) -> dict:
-    """Return what calibrates a tiny run: the sha256 of its model's weights and of the sanity problem list."""
-    from precision_rl.fileio import sha256_file
-    from precision_rl.tiny.data import PROBLEMS_FILE, model_weights_sha256
-
-    return {"model_weights_sha256": model_weights_sha256(Path(model_path)),
-            "problem_list": str(PROBLEMS_FILE.relative_to(REPO_ROOT)), "problem_list_sha256": sha256_file(PROBLEMS_FILE)}
-
-
 def base_manifest(plan: RunPlan) -> dict:
     """Return the manifest of a new run (status ``running``), common to both scales, with its configuration key
     (``runs.compute_configuration_key``, computed here, where the paths it makes relative are this clone's)."""
@@ -355,7 +347,7 @@ def base_manifest(plan: RunPlan) -> dict:
         "hardware": runs.hardware(),
         "datasets": runs.dataset_hashes([train, *val]),
         "model_files": runs.model_hashes(plan.model_path),
-        "tiny_instrument": tiny_instrument(plan.model_path) if plan.on_cpu else None,
+        "tiny_instrument": instrument_record(Path(plan.model_path)) if plan.on_cpu else None,
         "created": runs.utc_stamp(),
         "status": runs.RUNNING,
         "attempts": [],

@@ -68,11 +68,22 @@ def create_run_dir(path: Path) -> Path:
     return path
 
 
-def latest_run_dir(root: Path, scale: str, experiment: str, arm_label: str, seed: int) -> Path | None:
-    """Return the newest run directory of this experiment arm and seed, or None."""
+def latest_run_dir(root: Path, scale: str, experiment: str, arm_label: str, seed: int,
+                   profile: str | None = None) -> Path | None:
+    """Return the newest run directory of this experiment arm and seed (of ``profile`` where given: a run whose
+    manifest is unreadable is then passed over), or None."""
     parent = arm_dir(root, scale, experiment, arm_label)
     dirs = sorted(p for p in parent.glob(f"s{seed}-*") if p.is_dir()) if parent.is_dir() else []
+    if profile:
+        dirs = [d for d in dirs if _profile_of(d) == profile]
     return dirs[-1] if dirs else None
+
+
+def _profile_of(run_dir: Path) -> str | None:
+    try:
+        return profile_name(read_manifest(run_dir))
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
 
 
 def metrics_path(run_dir: Path, attempt: int) -> Path:

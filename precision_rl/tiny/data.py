@@ -67,6 +67,28 @@ def model_weights_sha256(model_dir: Path) -> str:
     return weights_sha256(model_dir) if (model_dir / CHECKSUMS_FILE).is_file() else sha256_file(model_dir / WEIGHTS_FILE)
 
 
+def instrument_record(model_dir: Path, problems: Path = PROBLEMS_FILE) -> dict:
+    """Return what calibrates a tiny run, as its manifest records it: the sha256 of the model's weights and of the
+    sanity problem list (its path relative to the repository)."""
+    from precision_rl.paths import REPO_ROOT
+
+    return {"model_weights_sha256": model_weights_sha256(Path(model_dir)),
+            "problem_list": str(Path(problems).relative_to(REPO_ROOT)), "problem_list_sha256": sha256_file(problems)}
+
+
+def instrument_problem(recorded: dict | None, current: dict) -> str | None:
+    """Return why a tiny run whose manifest records the instrument ``recorded`` was not made with the ``current``
+    one (``instrument_record`` of the shipped model), or None when it was."""
+    if not recorded:
+        return ("its manifest records no tiny instrument: it ran on the retired 12-problem instrument, before the "
+                "shipped model and problem list were calibrated")
+    for field, what in (("model_weights_sha256", "model weights"), ("problem_list_sha256", "problem list")):
+        if recorded.get(field) != current[field]:
+            return (f"it ran with other {what} ({str(recorded.get(field))[:12]}…) than the shipped instrument's "
+                    f"({current[field][:12]}…)")
+    return None
+
+
 def read_problem_list(path: Path = PROBLEMS_FILE) -> ProblemList:
     """Return the committed problem list; raise UserError when it is missing or malformed."""
     try:

@@ -413,3 +413,32 @@ def test_a_quick_run_is_not_held_to_the_sanity_criterion_and_an_older_manifest_r
     assert sanity["sanity.grpo-fp16-s1"].status == "fail"
     verdict = next(r for r in results if r.rule == "sanity_reward_over_seeds")
     assert "(1: 0.500)" in verdict.note and "42:" not in verdict.note  # the quick run does not count over seeds
+
+
+def test_profile_narrows_the_runs_checked_to_that_profile(tmp_path):
+    quick = {"profile": {"name": "quick", "stop_after_step": 25}}
+    write_run(tmp_path, "tiny", "sanity/grpo", "fp16", 42, [[{"step": 1, "data": {M.REWARD: 0.5}}]], manifest=quick)
+    write_run(tmp_path, "tiny", "sanity/grpo", "fp16", 1, [[{"step": 1, "data": {M.REWARD: 0.5}}]])
+    table = logs.load_runs([tmp_path], progress=False)
+    assert set(checks.select_runs(table.runs, None, profile="quick")["seed"]) == {42}
+    assert set(checks.select_runs(table.runs, None, profile="calibrated")["seed"]) == {1}
+    assert {r.run for r in checks.run_checks(table, profile="quick")} == {"sanity.grpo-fp16-s42"}
+    only_quick = logs.load_runs([tmp_path / "tiny/sanity/grpo/fp16" / "s42-20260101T000000Z"], progress=False)
+    with pytest.raises(UserError, match="in the calibrated profile"):
+        checks.select_runs(only_quick.runs, None, profile="calibrated")
+
+
+def test_publishing_refuses_a_tiny_run_of_another_instrument(tmp_path):
+    records = [[{"step": 1, "data": {M.REWARD: 0.5}}]]
+    retired = write_run(tmp_path / "runs", "tiny", "sanity/grpo", "fp16", 42, records,
+                        manifest={"tiny_instrument": None})
+    other = write_run(tmp_path / "runs", "tiny", "sanity/grpo", "fp16", 1, records,
+                      manifest={"tiny_instrument": {"model_weights_sha256": "0" * 64, "problem_list_sha256": "1"}})
+    shipped = write_run(tmp_path / "runs", "tiny", "sanity/grpo", "fp16", 7, records)
+    with pytest.raises(UserError, match="retired 12-problem instrument"):
+        logs.publish_runs([retired], tmp_path / "out")
+    with pytest.raises(UserError, match="other model weights"):
+        logs.publish_runs([other], tmp_path / "out")
+    assert logs.publish_runs([shipped], tmp_path / "out")
+    assert not (tmp_path / "out/tiny/sanity/grpo/fp16" / retired.name).exists()
+    assert logs.publish_problem(runs.read_manifest(retired), registered_only=False) is None  # reference runs

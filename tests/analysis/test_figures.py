@@ -269,3 +269,19 @@ def test_panels_whose_reward_is_assumed_say_so(specs, tmp_path):
     marked = [t for t in titles if t.endswith(F.ASSUMED_REWARD_MARK)]
     assert [t.split(")")[0] for t in marked] == ["(i", "(j", "(k", "(l"]
     assert {s.family for s in specs.values() if s.reward_assumed} == {"moe", "dense14b"}
+
+
+def test_a_tiny_grid_draws_only_the_panels_with_runs_of_its_profile_and_names_the_rest(tmp_path):
+    rng = np.random.default_rng(3)
+    write_run(tmp_path, "tiny", "sanity/grpo", "fp16", 42, [_records(10, "fp16", rng)])
+    write_run(tmp_path, "tiny", "sanity/gspo", "fp16", 42, [_records(10, "fp16", rng)],
+              manifest={"profile": {"name": "quick", "stop_after_step": 25}})
+    table = logs.load_runs([tmp_path], progress=False)
+    calibrated = F.build_fig1(F.FigureData(table, tmp_path / "mismatch"), "tiny")
+    assert list(_panels(calibrated)) == ["(a) Sanity GRPO"]
+    notes = " ".join(t.get_text() for t in calibrated.texts)
+    assert "Not drawn: (b) Sanity GRPO-Token-TIS" in notes and "(l) Dense-14B DAPO" in notes
+    assert "calibrated profile" in calibrated._suptitle.get_text()
+    assert "instrument: shipped model" in notes
+    quick = F.build_fig1(F.FigureData(table, tmp_path / "mismatch", profile="quick"), "tiny")
+    assert list(_panels(quick)) == ["(d) Sanity GSPO"] and "quick profile" in quick._suptitle.get_text()

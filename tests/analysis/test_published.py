@@ -217,3 +217,15 @@ def test_the_committed_reference_holds_the_grpo_pair_once_per_cpu_kind_with_the_
     with_median = [t for t in tables if M.ABS_LOG_RATIO_MEDIAN in set(t.metrics["metric"])]
     assert with_median and all(
         sorted(t.metrics[t.metrics["metric"] == M.ABS_LOG_RATIO_MEDIAN]["step"]) == [1, 1, 2, 2] for t in with_median)
+
+
+def test_every_published_tiny_run_was_made_with_the_shipped_instrument():
+    from precision_rl.tiny.data import instrument_problem, instrument_record
+    from precision_rl.tiny.shipped import SHIPPED_DIR
+
+    current = instrument_record(SHIPPED_DIR)
+    published = run_dirs_under(paths.LOGS_DIR / "tiny")
+    assert published
+    wrong = {str(d): p for d in published if (p := instrument_problem(runs.read_manifest(d).get("tiny_instrument"),
+                                                                        current))}
+    assert wrong == {}

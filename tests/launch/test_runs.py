@@ -1,5 +1,7 @@
 """Run directory helpers: identities, attempt files in order, refusal to reuse a directory."""
 
+import json
+
 import pytest
 
 from precision_rl.errors import UserError
@@ -64,3 +66,17 @@ def test_hardware_names_the_cpu_and_its_matrix_flags():
     info = runs.hardware()
     assert {"cpu_model", "cpu_id", "cpu_count", "matrix_flags", "memory_gib", "gpus"} <= set(info)
     assert isinstance(info["matrix_flags"], list)
+
+
+def test_the_newest_run_of_a_profile_passes_over_the_other_profile_and_unreadable_manifests(tmp_path):
+    parent = runs.arm_dir(tmp_path, "tiny", "sanity/grpo", "fp16")
+    for stamp, doc in (("s42-20260101T000000Z", {"scale": "tiny"}),
+                       ("s42-20260102T000000Z", {"scale": "tiny", "profile": {"name": "quick"}}),
+                       ("s42-20260103T000000Z", None)):
+        (parent / stamp).mkdir(parents=True)
+        (parent / stamp / runs.MANIFEST).write_text("{" if doc is None else json.dumps(doc))
+    newest = runs.latest_run_dir(tmp_path, "tiny", "sanity/grpo", "fp16", 42)
+    assert newest.name == "s42-20260103T000000Z"
+    assert runs.latest_run_dir(tmp_path, "tiny", "sanity/grpo", "fp16", 42, "quick").name == "s42-20260102T000000Z"
+    assert runs.latest_run_dir(tmp_path, "tiny", "sanity/grpo", "fp16", 42, "calibrated").name == "s42-20260101T000000Z"
+    assert runs.latest_run_dir(tmp_path, "tiny", "sanity/grpo", "fp16", 7, "quick") is None
