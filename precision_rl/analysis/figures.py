@@ -37,8 +37,8 @@ from precision_rl.analysis.mismatch_scaling import (
 from precision_rl.analysis.records import EXTERNAL_STATUS
 from precision_rl.analysis.series import SeriesIndex, trailing_mean
 from precision_rl.config.precision import PrecisionArm
-from precision_rl.config.registry import ExperimentSpec, load_all
 from precision_rl.config.profiles import CALIBRATED
+from precision_rl.config.registry import ExperimentSpec, load_all
 from precision_rl.config.scale import PAPER, SCALES, TINY
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json

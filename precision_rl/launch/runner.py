@@ -36,8 +36,8 @@ from precision_rl.launch.overrides import (
 )
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K3
 from precision_rl.paths import DATA_ENV, REPO_ROOT, cache_root, committed_run_roots, data_root, runs_root
-from precision_rl.verl_ext.cpu.overrides import cpu_platform_env, cpu_platform_overrides
 from precision_rl.tiny.data import instrument_record
+from precision_rl.verl_ext.cpu.overrides import cpu_platform_env, cpu_platform_overrides
 
 LOGGER_CHOICES = ("console", "file", "wandb", "tensorboard", "mlflow", "swanlab")
 # Seconds without a new metrics line after which a run is stopped and recorded as failed (0 turns it off). The
