@@ -72,7 +72,7 @@ endef
 
 .PHONY: tiny-model heldout solve-rates bench bench-tiny bench-vllm-gemm
 .PHONY: run grid help help-all setup lock test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity \
-	fp16-comparison octothinker lora moe dense14b ablation fork-ablation eval-precision clean-venv
+	fp16-comparison octothinker lora moe dense14b ablation fork-ablation eval-precision ladder clean-venv
 
 help: ## Show this help (make help-all: every target)
 	@echo "precision-rl - reproduce 'Defeating the Training-Inference Mismatch via FP16' (arXiv 2510.26788)"
@@ -142,6 +142,13 @@ sanity-fp16: $(STAMP) ## The paper's sanity test in FP16 = make run EXP=sanity/g
 
 sanity-bf16: $(STAMP) ##- The paper's sanity test in BF16 = make run EXP=sanity/grpo PRECISION=bf16
 	$(call SHORTCUT,sanity/grpo,bf16)
+
+ladder: $(STAMP) ##- The mismatch ladder's telling pair on SEED: FP16 training with its rollout in FP16, then in MXFP4, and the ladder figure
+	@$(if $(EXP)$(PRECISION),echo "make ladder runs sanity/grpo fp16 and ladder/grpo train_fp16-infer_fp4_e2m1; for other rungs use make run EXP=ladder/grpo PRECISION=..." >&2; exit 2)
+	@echo "make ladder = make run EXP=sanity/grpo PRECISION=fp16; make run EXP=ladder/grpo PRECISION=train_fp16-infer_fp4_e2m1 (PROFILE=$(PROFILE), SEED=$(SEED))" >&2
+	@$(LAUNCH) 'sanity/grpo' --precision fp16
+	@$(LAUNCH) 'ladder/grpo' --precision train_fp16-infer_fp4_e2m1
+	@$(if $(filter 1 true yes,$(DRY_RUN)),,$(MAKE) -s $(LOCAL_OUT)/figures/tiny/effect_mismatch_ladder.png)
 
 sanity: $(STAMP) ##- Every sanity experiment x arm (Fig. 1/2 a-f, Fig. 3) = make run EXP='sanity/*'
 	$(call SHORTCUT,sanity/*)
@@ -219,10 +226,11 @@ PUBLISHED_FIGURES := paper_figures
 WANDB_CSV ?=
 WANDB_SCALE ?= paper
 FIGURES := fig1_training_reward fig2_eval_accuracy fig3_mismatch_dynamics fig4_fp16_algorithms \
-	fig5_offline_mismatch ablation_precision ablation_fork_changes effect_mismatch_scaling
+	fig5_offline_mismatch ablation_precision ablation_fork_changes effect_mismatch_scaling effect_mismatch_ladder
 ANALYSIS_CODE := $(addprefix precision_rl/,metrics.py fileio.py paths.py cli.py launch/runs.py) \
 	$(addprefix precision_rl/analysis/,logs.py series.py commands.py wandb_csv.py)
-PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/analysis/,plotting.py figures.py mismatch_results.py mismatch_scaling.py) \
+PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/analysis/,plotting.py figures.py ladder.py mismatch_results.py \
+	mismatch_scaling.py) \
 	precision_rl/config/registry.py \
 	$(wildcard experiments/*/*.yaml)
 

@@ -47,6 +47,14 @@ PAPER_FP16_PROBS_DIFF_EXTREME = 0.1
 # The median is set by the format's rounding of the typical token; it is 0 where most tokens' log-probabilities agree
 # exactly (confident tokens at T=1).
 ABS_LOG_RATIO_MEDIAN = "mismatch/abs_log_ratio_median"
+# The paper's KL[μ‖π] per sequence (its Fig. 5: 0.32 FP16, 7.64 BF16 for R1D-1.5B): the mean over the step's
+# responses of Σ_t (log μ − log π) over each response's tokens, sampled from μ. verl's KL metrics are per token.
+SEQUENCE_KL = "mismatch/sequence_kl_mean"
+# The same KL estimated with k3 per token, (π/μ − 1) − log(π/μ), summed over each response and averaged: unbiased for
+# KL[μ‖π] per sequence as k1's sum is (its expectation under μ given the prefix is the token KL), never negative,
+# and far less noisy on a small batch. The ladder's dose is read from it.
+SEQUENCE_KL_K3 = "mismatch/sequence_kl_k3_mean"
+PAPER_SEQUENCE_KL = {"fp16": 0.32, "bf16": 7.64}  # docs/figures.md#fig-5-offline-mismatch
 EXTREMES_FILE = "mismatch_extremes.jsonl"
 # The fp16 dynamic loss scale after the step, and the cumulative number of optimizer steps the scaler has
 # skipped (inf/NaN gradients) since the start of the run.
@@ -83,7 +91,10 @@ TOKEN_KL_K3_Q = Quantity("token_kl_k3", "KL[μ‖π] per token (k3)", _with_bypa
 # axis; docs/verl.md#vllm-on-cpu finds k1 noise-dominated on small models), else k1.
 TOKEN_KL_Q = Quantity("token_kl", "KL[μ‖π] per token", _with_bypass(TOKEN_KL_K3) + _with_bypass(TOKEN_KL_K1))
 ABS_LOG_RATIO_MEDIAN_Q = Quantity("abs_log_ratio_median", "Median |log π − log μ| per token", (ABS_LOG_RATIO_MEDIAN,))
+SEQUENCE_KL_Q = Quantity("sequence_kl", "KL[μ‖π] per sequence (k1)", (SEQUENCE_KL,))
+SEQUENCE_KL_K3_Q = Quantity("sequence_kl_k3", "KL[μ‖π] per sequence", (SEQUENCE_KL_K3,))
 PROBS_DIFF_MAX_Q = Quantity("probs_diff_max", "max of π − μ", (PROBS_DIFF_MAX,))
+PROBS_DIFF_ABS_MAX_Q = Quantity("probs_diff_abs_max", "max |π − μ|", (PROBS_DIFF_ABS_MAX,))
 PROBS_DIFF_MIN_Q = Quantity("probs_diff_min", "min of π − μ", (PROBS_DIFF_MIN,))
 SKIPPED_STEPS_Q = Quantity("skipped_steps", "Skipped fp16 steps (cumulative)", (SKIPPED_STEPS,))
 GRAD_NORM_Q = Quantity("grad_norm", "Gradient norm", (GRAD_NORM,))

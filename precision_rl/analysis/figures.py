@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from precision_rl import metrics as M
 from precision_rl.analysis import plotting as P
+from precision_rl.analysis.ladder import LADDER_TITLE, build_mismatch_ladder
 from precision_rl.analysis.logs import RunTable
 from precision_rl.analysis.mismatch_results import load_offline, read_summary, result_dirs
 from precision_rl.analysis.mismatch_scaling import (
@@ -34,12 +35,18 @@ from precision_rl.analysis.mismatch_scaling import (
     profile_dirs,
     width_table,
 )
+from precision_rl.analysis.panel_notes import (
+    ArmRuns,
+    finish_panel,
+    shared_legend,
+    why_missing,
+)
 from precision_rl.analysis.records import EXTERNAL_STATUS
 from precision_rl.analysis.series import SeriesIndex, trailing_mean
 from precision_rl.config.precision import PrecisionArm
-from precision_rl.config.profiles import CALIBRATED
+from precision_rl.config.profiles import CALIBRATED, QUICK
 from precision_rl.config.registry import ExperimentSpec, load_all
-from precision_rl.config.scale import PAPER, SCALES, TINY
+from precision_rl.config.scale import SCALES, TINY
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json
 from precision_rl.launch.runs import FINISHED
@@ -63,6 +70,7 @@ FIGURE_TITLES = {
     "ablation_precision": "Precision ablation: training × inference dtype",
     "ablation_fork_changes": "FP16 vs BF16 with and without the fork's optimizer and loss changes",
     "effect_mismatch_scaling": "Beyond the paper: mismatch against model width and response length",
+    "effect_mismatch_ladder": LADDER_TITLE,
 }
 FORK_ABLATION_PANEL = "fork_ablation"
 CURVE_NOTE = ("Training curves: faint = raw per-step value (mean over seeds), bold = EMA (span 5 % of the steps); "
@@ -72,11 +80,8 @@ ASSUMED_REWARD_MARK = "†"
 ASSUMED_REWARD_NOTE = (f"{ASSUMED_REWARD_MARK}: the template, data and reward are the suite's assumptions "
                        "(docs/sources.md#assumptions), so the absolute level is not the paper's; compare the arms.")
 DRAWN_STATUSES = (FINISHED, EXTERNAL_STATUS)
-NOT_RUN_YET = "not run yet"
-NEEDS_GPUS = "not run (paper scale needs GPUs)"
 LOGS_DIR_NAME = "results/logs/"
 MIN_GRID_WIDTH = 7.0  # inches of panels in a grid figure however few panels it draws
-MAX_LISTED_ARMS = 3  # a note names at most this many arms sharing a state, else counts them
 
 
 def tiny_scope(profile: str) -> str:
@@ -85,18 +90,6 @@ def tiny_scope(profile: str) -> str:
     record = instrument_record(SHIPPED_DIR)
     return (f"{profile} profile; instrument: shipped model {record['model_weights_sha256'][:8]}, "
             f"{len(read_problem_list().train)} training problems")
-
-
-@dataclass(frozen=True)
-class ArmRuns:
-    """One (experiment, arm) of a panel: its legend label, its finished runs (drawn) and the statuses of its
-    unfinished ones (not drawn)."""
-
-    spec: ExperimentSpec
-    arm: PrecisionArm
-    label: str
-    finished: tuple[str, ...]
-    unfinished: tuple[str, ...]
 
 
 @dataclass
@@ -108,6 +101,7 @@ class FigureData:
     mismatch_roots: Path | Sequence[Path]
     profile: str = CALIBRATED  # at tiny scale a figure draws the runs of this profile only
     index: SeriesIndex = field(init=False)
+    _last_step: dict[tuple[str, str], int] = field(default_factory=dict, init=False)  # (scale, run) -> step drawn to
     _specs: dict[str, dict[str, ExperimentSpec]] = field(default_factory=dict, init=False)
     _runs: dict[tuple, list[tuple[str, str]]] = field(default_factory=dict, init=False)  # key -> (run, status)
     _sources: dict[tuple[str, str], str] = field(default_factory=dict, init=False)
@@ -119,9 +113,19 @@ class FigureData:
         self.mismatch_roots = tuple(Path(r) for r in roots)
         self.index = SeriesIndex(self.table.metrics)
         runs = self.table.runs.sort_values(["seed", "run"]) if len(self.table.runs) else self.table.runs
+        own = {(r.experiment, r.precision_train, r.precision_infer, r.seed) for r in runs.itertuples(index=False)
+               if str(r.scale) == TINY and str(r.profile) == self.profile}
         for row in runs.itertuples(index=False):
             if str(row.scale) == TINY and str(row.profile) != self.profile:
-                continue
+                # A quick run is the first steps of the calibrated run of its seed: where a seed has no quick run,
+                # its calibrated run stands in for it, drawn to the quick profile's last step.
+                stands_in = (self.profile == QUICK and str(row.profile) == CALIBRATED
+                             and (row.experiment, row.precision_train, row.precision_infer, row.seed) not in own)
+                spec = self.specs(TINY).get(str(row.experiment)) if stands_in else None
+                quick_steps = spec.quick_steps if spec is not None else None
+                if not quick_steps:
+                    continue
+                self._last_step[(str(row.scale), str(row.run))] = quick_steps
             key = (str(row.scale), str(row.experiment), str(row.precision_train), str(row.precision_infer))
             status = row.status if isinstance(row.status, str) and row.status else "status unknown"
             self._runs.setdefault(key, []).append((str(row.run), status))
@@ -169,9 +173,18 @@ class FigureData:
             out.append(str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path))
         return sorted(out)
 
+    def with_profile(self, profile: str) -> FigureData:
+        """Return the figure data of the same runs drawn in ``profile`` (this one where it already is)."""
+        return self if profile == self.profile else FigureData(self.table, self.mismatch_roots, profile)
+
+    def _cut(self, scale: str, run: str, series: pd.Series | None) -> pd.Series | None:
+        last = self._last_step.get((scale, run))
+        return series if series is None or last is None else series[series.index <= last]
+
     def curves(self, scale: str, runs: list[str], quantity: M.Quantity) -> list[pd.Series]:
-        """Return ``quantity``'s series of each run that logged it."""
-        out = [self.index.quantity(scale, r, quantity) for r in runs]
+        """Return ``quantity``'s series of each run that logged it (a run standing in for a shorter profile's cut to
+        that profile's steps)."""
+        out = [self._cut(scale, r, self.index.quantity(scale, r, quantity)) for r in runs]
         return [c for c in out if c is not None and not c.empty]
 
     def val_curves(self, scale: str, runs: list[str], data_source: str) -> tuple[list[pd.Series], str | None]:
@@ -180,7 +193,7 @@ class FigureData:
         for run in runs:
             name = M.val_metric(self.index.logged(scale, run), data_source)
             if name:
-                series = self.index.get(scale, run, name)
+                series = self._cut(scale, run, self.index.get(scale, run, name))
                 if series is not None and not series.empty:
                     out.append(series)
                     found = found or name
@@ -213,86 +226,6 @@ def dataset_label(name: str) -> str:
 
 def _arm_name(spec: ExperimentSpec, arm: PrecisionArm) -> str:
     return f"{P.precision_label(arm.train, arm.infer)} {ALGORITHM_LABELS.get(spec.algorithm, spec.algorithm)}"
-
-
-def grid_command(experiments: list[str], scale: str) -> str:
-    """Return the ``make grid`` command that runs ``experiments`` at ``scale``: ``make grid EXP='sanity/gspo'
-    SCALE=tiny`` (the grid skips the runs that finished)."""
-    return f"make grid EXP='{' '.join(sorted(set(experiments)))}' SCALE={scale}"
-
-
-def why_missing(arm: ArmRuns, scale: str, what: str, nonpositive: bool = False) -> str:
-    """Return why ``arm`` draws nothing in a panel: its finished runs logged ``what`` only at or below zero on a
-    log scale (``nonpositive``), or not at all, none of its runs finished, or it has none (at paper scale: needs
-    GPUs)."""
-    if arm.finished:
-        return f"{what} ≤ 0 throughout (log scale)" if nonpositive else f"no data ({what} not logged)"
-    if arm.unfinished:
-        plural = "s" if len(arm.unfinished) > 1 else ""
-        return f"run{plural} unfinished ({', '.join(sorted(set(arm.unfinished)))})"
-    return NEEDS_GPUS if scale == PAPER else NOT_RUN_YET
-
-
-def panel_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str,
-                nonpositive: frozenset[str] = frozenset()) -> list[str]:
-    """Return a note on ``arms``, one line per group of arms in the same state, drawn arms first: "FP16, BF16:
-    3 seeds", "BF16: not run yet —" followed by the line "make grid EXP='sanity/gspo' SCALE=tiny"; ``seeds``
-    holds the seeds each arm drew (0: none); ``nonpositive`` names the arms whose values were all ≤ 0 on a log
-    scale. More than MAX_LISTED_ARMS arms in one state are counted, not named."""
-    groups: dict[str, list[ArmRuns]] = {}
-    for arm, n in sorted(zip(arms, seeds, strict=True), key=lambda pair: pair[1] == 0):
-        state = P.seeds_label(n) if n else why_missing(arm, scale, what, arm.label in nonpositive)
-        groups.setdefault(state, []).append(arm)
-    lines = []
-    for state, group in groups.items():
-        labels = list(dict.fromkeys(a.label for a in group))
-        who = ", ".join(labels) if len(labels) <= MAX_LISTED_ARMS else f"{len(labels)} arms"
-        if state == NOT_RUN_YET:
-            lines += [f"{who}: {state} —", grid_command([a.spec.name for a in group], scale)]
-        else:
-            lines.append(f"{who}: {state}")
-    return lines
-
-
-def shortfall_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str,
-                    nonpositive: frozenset[str] = frozenset()) -> list[str]:
-    """Return a note on the arms that drew fewer seeds in a panel than they finished (what a shared legend says):
-    "BF16 GRPO: 2 of 3 seeds", or "BF16 GRPO: no data (… not logged)"."""
-    out = []
-    for arm, n in zip(arms, seeds, strict=True):
-        if n < len(arm.finished):
-            out.append(f"{arm.label}: " + (f"{n} of {P.seeds_label(len(arm.finished))}" if n
-                                            else why_missing(arm, scale, what, arm.label in nonpositive)))
-    return out
-
-
-def finish_panel(ax, arms: list[ArmRuns], seeds: list[int], scale: str, what: str, legend_has_seeds: bool = False,
-                 nonpositive: frozenset[str] = frozenset()) -> None:
-    """Write the panel's note: every arm's state (``panel_lines``) across the panel when no arm drew; otherwise in
-    its corner, only the arms short of what the figure's legend says when ``legend_has_seeds``, else every arm's
-    state."""
-    if not arms:
-        P.mark_empty(ax, "no experiment feeds this panel at this scale")
-    elif not any(seeds):
-        P.mark_empty(ax, panel_lines(arms, seeds, scale, what, nonpositive))
-    elif legend_has_seeds:
-        P.corner_note(ax, shortfall_lines(arms, seeds, scale, what, nonpositive))
-    else:
-        P.corner_note(ax, panel_lines(arms, seeds, scale, what, nonpositive))
-
-
-def legend_label(arm: ArmRuns) -> str:
-    """Return ``arm``'s entry in a legend shared by every panel of a figure: "BF16 GRPO: 3 seeds"."""
-    return f"{arm.label}: {P.seeds_label(len(arm.finished))}"
-
-
-def shared_legend(fig, arms: list[ArmRuns], looks: list[tuple[str, str]], drew: list[bool], scale: str) -> None:
-    """Draw the legend of a figure whose panels all draw the same runs: each arm that drew with its seeds, and,
-    when any arm drew, a line under it naming the arms that drew nowhere and why (``panel_lines``)."""
-    P.figure_legend(fig, {legend_label(a): look for a, look, d in zip(arms, looks, drew, strict=True) if d})
-    if any(drew):
-        absent = [a for a, d in zip(arms, drew, strict=True) if not d]
-        P.header_note(fig, panel_lines(absent, [0] * len(absent), scale, "these metrics"))
 
 
 # --------------------------------------------------------------------------------------------- Fig. 1 / 2
@@ -650,7 +583,10 @@ FIGURES: dict[str, Callable] = {
     "ablation_precision": build_ablation,
     "ablation_fork_changes": build_fork_ablation,
     "effect_mismatch_scaling": build_mismatch_scaling,
+    "effect_mismatch_ladder": build_mismatch_ladder,
 }
+# Figures drawn in a profile of their own at tiny scale, whatever the others' (the ladder's runs are quick-profile).
+FIGURE_PROFILES = {"effect_mismatch_ladder": QUICK}
 
 
 RUN_SOURCES = "runs.json"  # beside the figures of a scale: figure name -> the run directories it drew from
@@ -677,12 +613,13 @@ def draw_figure(data: FigureData, name: str, scale: str, png_path: Path) -> tupl
     The runs it drew from are recorded under the figure's name in ``runs.json`` beside it (RUN_SOURCES).
     """
     _check_known([name], [scale])
-    data.read.clear()
-    data.read_results.clear()
-    written = P.save_figure(FIGURES[name](data, scale), png_path)
+    view = data.with_profile(FIGURE_PROFILES.get(name, data.profile))
+    view.read.clear()
+    view.read_results.clear()
+    written = P.save_figure(FIGURES[name](view, scale), png_path)
     record = Path(png_path).with_name(RUN_SOURCES)
     sources = json.loads(record.read_text()) if record.is_file() else {}
-    sources[name] = data.sources(data.read, data.read_results)
+    sources[name] = view.sources(view.read, view.read_results)
     atomic_write_json(record, dict(sorted(sources.items())))
     return written
 

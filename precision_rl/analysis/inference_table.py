@@ -22,8 +22,8 @@ from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter
 from pydantic.dataclasses import dataclass as schema
 
 from precision_rl import metrics as M
-from precision_rl.analysis.figures import grid_command
 from precision_rl.analysis.logs import RunTable
+from precision_rl.analysis.panel_notes import grid_command
 from precision_rl.analysis.paper_compare import (
     ARMS,
     NOT_COMPARABLE,

@@ -29,7 +29,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from precision_rl.analysis.records import UNKNOWN, LogWarning, RunInfo, RunMetrics, RunTable
-from precision_rl.config.precision import PRECISIONS
+from precision_rl.config.precision import PRECISIONS, ROLLOUT_FORMATS
 from precision_rl.config.scale import PAPER, TINY
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_dir, atomic_path
@@ -106,9 +106,9 @@ def _manifest_info(run_dir: Path) -> RunInfo:
     except (KeyError, TypeError, ValueError) as exc:
         raise UserError(f"{run_dir / runs.MANIFEST}: missing or bad field {exc} (needs run_name, experiment, scale, "
                         "precision {train, infer}, seed)") from None
-    for value in (info.precision_train, info.precision_infer):
-        if value not in PRECISIONS:
-            raise UserError(f"{run_dir / runs.MANIFEST}: unknown precision {value!r} (choose {', '.join(PRECISIONS)})")
+    for value, known in ((info.precision_train, PRECISIONS), (info.precision_infer, ROLLOUT_FORMATS)):
+        if value not in known:
+            raise UserError(f"{run_dir / runs.MANIFEST}: unknown precision {value!r} (choose {', '.join(known)})")
     return info
 
 

@@ -50,8 +50,9 @@ from pydantic import StrictStr as Str
 from pydantic.dataclasses import dataclass as schema
 
 from precision_rl import metrics as M
-from precision_rl.analysis.figures import DRAWN_STATUSES, grid_command
+from precision_rl.analysis.figures import DRAWN_STATUSES
 from precision_rl.analysis.logs import RunTable
+from precision_rl.analysis.panel_notes import grid_command
 from precision_rl.analysis.series import TRAIL_WINDOW
 from precision_rl.analysis.tables import summarize, write_csv_and_markdown
 from precision_rl.config import docs_refs

@@ -26,7 +26,8 @@ from precision_rl.fileio import atomic_path  # noqa: E402
 
 SCALE_LABELS = {PAPER: "paper scale (GPU)", TINY: "tiny scale (CPU)"}
 PRECISION_COLORS = {"bf16": "#1f77b4", "fp16": "#2ca02c", "fp32": "#ff7f0e"}
-PRECISION_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32"}
+PRECISION_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32", "fp8_e4m3": "FP8 E4M3", "fp8_e5m2": "FP8 E5M2",
+                   "fp4_e2m1": "MXFP4"}
 # In the precision ablation the colour is the training dtype and the line style the inference dtype.
 INFER_LINESTYLES = {"bf16": "-", "fp16": "--", "fp32": ":"}
 _TAB10 = plt.get_cmap("tab10").colors

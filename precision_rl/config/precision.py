@@ -1,10 +1,13 @@
-"""The precision knob: the one place where precision names become torch dtypes and verl/vLLM keys.
+"""The precision knob: the one place where precision names become verl/vLLM keys.
 
 A run has a training dtype (the actor's compute dtype: FSDP ``mixed_precision.param_dtype`` over fp32 master
-weights, or Megatron ``dtype``) and an inference dtype (the vLLM rollout ``dtype``). They agree unless an
-experiment asks otherwise (the precision ablation). Keys and accepted strings are those of verl 0.9.1
-(``verl/workers/engine/fsdp/transformer_impl.py``, ``verl/utils/torch_dtypes.py``, ``workers/config/rollout.py``);
-tests/launch/test_overrides.py proves them against verl's own Hydra config and config dataclasses.
+weights, or Megatron ``dtype``) and a rollout format. They agree unless an experiment asks otherwise (the precision
+ablation, the mismatch ladder). The rollout format is a floating-point format (the vLLM rollout ``dtype``) or a
+quantized one (``precision_rl.formats.QUANTIZED_FORMATS``): the rollout engine then runs in the training dtype with
+its linear layers quantized, as vLLM runs ``quantization=fp8`` on a model loaded in fp16 or bf16. Keys and accepted
+strings are those of verl 0.9.1 (``verl/workers/engine/fsdp/transformer_impl.py``, ``verl/utils/torch_dtypes.py``,
+``workers/config/rollout.py``); tests/launch/test_overrides.py proves them against verl's Hydra config and config
+dataclasses.
 """
 
 from __future__ import annotations
@@ -13,35 +16,41 @@ from dataclasses import dataclass
 
 import torch
 
+from precision_rl.config.scale import PAPER
 from precision_rl.errors import UserError
-from precision_rl.verl_ext.cpu.gemm import HALF_DTYPES
+from precision_rl.formats import FLOAT_DTYPES, FLOAT_FORMATS, MANTISSA_BITS, QUANTIZED_FORMATS, QuantizedFormat
+from precision_rl.verl_ext.settings import ROLLOUT_FORMAT_ENV
 
-PRECISIONS = ("fp16", "bf16", "fp32")
-MANTISSA_BITS = {"fp32": 23, "fp16": 10, "bf16": 7}  # explicit fraction bits: fewer bits, coarser rounding
-
-TORCH_DTYPES = {**HALF_DTYPES, "fp32": torch.float32}
+PRECISIONS = FLOAT_FORMATS  # what a training engine computes in
+ROLLOUT_FORMATS = (*FLOAT_FORMATS, *QUANTIZED_FORMATS)  # what a rollout engine may compute in
+TORCH_DTYPES = FLOAT_DTYPES
 VLLM_DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 # Megatron's McoreEngineConfig asserts dtype in {bfloat16, float16}: it has no fp32 training.
 MEGATRON_DTYPES = {"fp16": "float16", "bf16": "bfloat16"}
+# The rollout formats verl 0.9.1 runs at paper scale, with the value of actor_rollout_ref.rollout.quantization
+# (verl.workers.rollout.vllm_rollout.vllm_async_server.vLLMHttpServer._apply_quantization renders fp8 as e4m3 in
+# 128 x 128 weight blocks).
+VERL_QUANTIZATION = {"fp8_e4m3": "fp8"}
 
 
-def check_precision(name: object, where: str = "precision") -> str:
-    """Return ``name`` if it is a known precision name, else raise a UserError naming ``where``."""
-    if name not in PRECISIONS:
-        raise UserError(f"unknown {where} {name!r}: choose one of {', '.join(PRECISIONS)}")
+def check_precision(name: object, where: str = "precision", allowed: tuple[str, ...] = PRECISIONS) -> str:
+    """Return ``name`` if it is one of ``allowed`` (the training precisions by default), else raise a UserError
+    naming ``where`` and listing them."""
+    if name not in allowed:
+        raise UserError(f"unknown {where} {name!r}: choose one of {', '.join(allowed)}")
     return str(name)
 
 
 @dataclass(frozen=True)
 class PrecisionArm:
-    """One (train, infer) precision pair of an experiment."""
+    """One (train, infer) precision pair of an experiment: the training dtype and the rollout format."""
 
     train: str
     infer: str
 
     def __post_init__(self):
         check_precision(self.train, "training precision")
-        check_precision(self.infer, "inference precision")
+        check_precision(self.infer, "inference precision", ROLLOUT_FORMATS)
 
     @property
     def label(self) -> str:
@@ -59,14 +68,25 @@ class PrecisionArm:
         return TORCH_DTYPES[self.train]
 
     @property
+    def rollout_quantization(self) -> QuantizedFormat | None:
+        """Return the format the rollout engine quantizes its linear layers to, or None (a floating-point rollout)."""
+        return QUANTIZED_FORMATS.get(self.infer)
+
+    @property
+    def rollout_dtype(self) -> str:
+        """Return the floating-point format the rollout engine runs in: the rollout format, or for a quantized
+        rollout the training dtype (its non-quantized layers and the GEMMs' outputs)."""
+        return self.train if self.rollout_quantization else self.infer
+
+    @property
     def infer_dtype(self) -> torch.dtype:
         """Return the torch dtype the rollout engine runs in."""
-        return TORCH_DTYPES[self.infer]
+        return TORCH_DTYPES[self.rollout_dtype]
 
     @property
     def vllm_dtype(self) -> str:
         """Return the dtype string vLLM (and verl's ``rollout.dtype``) takes."""
-        return VLLM_DTYPES[self.infer]
+        return VLLM_DTYPES[self.rollout_dtype]
 
     @property
     def uses_loss_scaling(self) -> bool:
@@ -75,15 +95,36 @@ class PrecisionArm:
 
 
 def parse_arm(text: str) -> PrecisionArm:
-    """Return the arm named by ``text``: a precision (``fp16``) or an arm label (``train_bf16-infer_fp32``)."""
+    """Return the arm named by ``text``: a precision (``fp16``) or an arm label (``train_bf16-infer_fp32``,
+    ``train_fp16-infer_fp8_e4m3``)."""
     if text in PRECISIONS:
         return PrecisionArm(text, text)
     parts = text.split("-")
     if len(parts) == 2 and parts[0].startswith("train_") and parts[1].startswith("infer_"):
         return PrecisionArm(parts[0][len("train_"):], parts[1][len("infer_"):])
     raise UserError(
-        f"unknown precision {text!r}: use one of {', '.join(PRECISIONS)} or a pair like train_bf16-infer_fp32"
+        f"unknown precision {text!r}: use one of {', '.join(PRECISIONS)} or a pair like train_bf16-infer_fp32 "
+        f"(rollout formats: {', '.join(ROLLOUT_FORMATS)})"
     )
+
+
+def rollout_quantization_overrides(arm: PrecisionArm, scale: str) -> list[str]:
+    """Return the overrides that quantize the rollout of ``arm`` at ``scale`` (none for a floating-point rollout).
+
+    Paper scale: verl 0.9.1's own key, for the formats verl runs (``VERL_QUANTIZATION``); any other is a UserError.
+    Tiny scale: the CPU platform's rollout GEMMs quantize (``verl_ext.cpu.gemm``), told by an environment variable
+    that Ray hands to every worker and the vLLM engine inherits; verl's key stays unset, so its FP8 weight sync
+    (``verl.utils.fp8_utils``), which needs CUDA kernels, is not taken.
+    """
+    fmt = arm.rollout_quantization
+    if fmt is None:
+        return []
+    if scale == PAPER:
+        if fmt.name not in VERL_QUANTIZATION:
+            raise UserError(f"rollout format {fmt.name} runs at tiny scale only: verl 0.9.1 quantizes the rollout to "
+                            f"{', '.join(VERL_QUANTIZATION)} alone (actor_rollout_ref.rollout.quantization)")
+        return [f"actor_rollout_ref.rollout.quantization={VERL_QUANTIZATION[fmt.name]}"]
+    return [f"+ray_kwargs.ray_init.runtime_env.env_vars.{ROLLOUT_FORMAT_ENV}={fmt.name}"]
 
 
 def verl_precision_overrides(arm: PrecisionArm, backend: str) -> list[str]:

@@ -22,7 +22,7 @@ from pydantic.dataclasses import dataclass
 
 from precision_rl.config import docs_refs
 from precision_rl.config.algorithms import ALGORITHMS, NEEDS_IS_THRESHOLD
-from precision_rl.config.precision import PRECISIONS, PrecisionArm
+from precision_rl.config.precision import PRECISIONS, ROLLOUT_FORMATS, PrecisionArm
 from precision_rl.config.scale import PAPER, SCALES
 from precision_rl.errors import SpecError, UserError
 from precision_rl.paths import EXPERIMENTS_DIR
@@ -64,6 +64,7 @@ Number = Annotated[float, Strict(), BeforeValidator(_number)]
 Text = Annotated[Str, Field(min_length=1)]
 Positive = Annotated[Int, Field(gt=0)]
 Precision = Literal[PRECISIONS]
+RolloutFormat = Literal[ROLLOUT_FORMATS]
 Seeds = Annotated[tuple[Annotated[Int, Field(ge=0)], ...], Field(min_length=1), AfterValidator(_distinct)]
 _CONFIG = ConfigDict(extra="forbid")
 
@@ -185,7 +186,7 @@ def _panel(value: Any) -> dict:
 @dataclass(frozen=True, config=_CONFIG)
 class _Arm:
     train: Precision
-    infer: Precision
+    infer: RolloutFormat
 
 
 def _arm(value: Any) -> Any:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from precision_rl.config.algorithms import AlgorithmSettings, verl_algorithm_overrides
-from precision_rl.config.precision import PrecisionArm, verl_precision_overrides
+from precision_rl.config.precision import PrecisionArm, rollout_quantization_overrides, verl_precision_overrides
 from precision_rl.config.registry import ExperimentSpec, Hyper
 from precision_rl.errors import UserError
 from precision_rl.paths import PACKAGE_DIR
@@ -217,6 +217,7 @@ def verl_overrides(spec: ExperimentSpec, arm: PrecisionArm, ctx: RunContext) -> 
     out += _template_overrides(spec)
     out += verl_algorithm_overrides(spec.algorithm, algorithm_settings(spec.hyper))
     out += verl_precision_overrides(arm, spec.backend)
+    out += rollout_quantization_overrides(arm, spec.scale)
     out += _hyper_overrides(spec)
     if spec.lora is not None:
         out += [f"actor_rollout_ref.model.lora_rank={spec.lora.rank}",

@@ -314,6 +314,19 @@ def platform_record(plan: RunPlan) -> dict:
                             "layer's dtype"}
 
 
+def rollout_scheme(plan: RunPlan) -> dict | None:
+    """Return how the run's rollout quantizes its linear layers (None: a floating-point rollout), as the manifest
+    records it: the format, its blocks and scales, the dtype around it and what applies it at the run's scale."""
+    fmt = plan.arm.rollout_quantization
+    if fmt is None:
+        return None
+    return {"format": fmt.name, "weight_block": list(fmt.weight_block), "activation_group": fmt.activation_group,
+            "scales": "power of two (E8M0)" if fmt.power_of_two_scales else "fp32, block amax / format max",
+            "dtype": plan.arm.rollout_dtype, "accumulation": "fp32",
+            "applied_by": ("the CPU platform's rollout GEMMs (precision_rl.verl_ext.cpu.gemm.quantized_gemm)"
+                           if plan.on_cpu else "verl's actor_rollout_ref.rollout.quantization")}
+
+
 def base_manifest(plan: RunPlan) -> dict:
     """Return the manifest of a new run (status ``running``), common to both scales, with its configuration key
     (``runs.compute_configuration_key``, computed here, where the paths it makes relative are this clone's)."""
@@ -330,7 +343,8 @@ def base_manifest(plan: RunPlan) -> dict:
         "paper_backend": spec.paper_backend,
         "stand_in": (f"the paper runs {spec.name} on {spec.paper_backend}; this {plan.decision.scale}-scale stand-in "
                      f"trains on {spec.backend}") if spec.backend != spec.paper_backend else None,
-        "precision": {"label": plan.arm.label, "train": plan.arm.train, "infer": plan.arm.infer},
+        "precision": {"label": plan.arm.label, "train": plan.arm.train, "infer": plan.arm.infer,
+                      "rollout_quantization": rollout_scheme(plan)},
         "seed": plan.options.seed,
         "model_path": plan.model_path,
         "spec": spec.raw,
@@ -377,12 +391,41 @@ def finish_attempt(plan: RunPlan, status: str, exit_code: int | None, **fields) 
                         **fields)
 
 
+def linear_input_widths(config: dict) -> dict[str, int]:
+    """Return the input width of each kind of linear layer of a dense decoder's HF ``config`` (Qwen2/Llama layout):
+    the projections reading the hidden state, the attention output projection and the MLP's down projection."""
+    head_dim = config.get("head_dim") or config["hidden_size"] // config["num_attention_heads"]
+    return {"q/k/v_proj, gate/up_proj": config["hidden_size"], "o_proj": config["num_attention_heads"] * head_dim,
+            "down_proj": config["intermediate_size"]}
+
+
+def check_rollout_widths(arm: PrecisionArm, model_path: Path) -> None:
+    """Raise a UserError naming the first kind of linear layer whose input width the quantized rollout format's
+    block does not divide, where the format needs it to (FP4); nothing for other formats or a model without a readable
+    config.json."""
+    fmt = arm.rollout_quantization
+    config_file = Path(model_path) / "config.json"
+    if fmt is None or fmt.partial_blocks or not config_file.is_file():
+        return
+    import json
+
+    try:
+        widths = linear_input_widths(json.loads(config_file.read_text()))
+    except (ValueError, KeyError, TypeError, ZeroDivisionError):
+        return
+    for layers, width in widths.items():
+        if width % fmt.activation_group:
+            raise UserError(f"rollout format {fmt.name} quantizes in blocks of {fmt.activation_group} along a layer's "
+                            f"input, which does not divide the {width}-wide input of {layers} in {model_path}")
+
+
 def prepare(plan: RunPlan) -> None:
     """Make sure the run's model and datasets exist: at tiny scale build them when missing; else raise UserError."""
     if plan.on_cpu:
         from precision_rl.tiny.data import ensure_datasets
 
         ensure_datasets(Path(plan.model_path), plan.spec.data.train, plan.spec.data.val)
+        check_rollout_widths(plan.arm, Path(plan.model_path))
     train, val = data_files(plan.spec, data_root())
     missing = [p for p in [train, *val] if not p.is_file()]
     if missing:

@@ -147,12 +147,13 @@ def engine_classes() -> dict[str, type]:
             pin_torch_threads()
             from verl.utils.torch_dtypes import PrecisionType
 
+            from precision_rl.formats import HALF_FORMAT_OF_DTYPE
             from precision_rl.verl_ext.cpu.features import gemm_mode
-            from precision_rl.verl_ext.cpu.gemm import FORMAT_OF_DTYPE, use_half_linears
+            from precision_rl.verl_ext.cpu.gemm import use_half_linears
 
             mixed = self.engine_config.mixed_precision or {}
             param_dtype = PrecisionType.to_dtype(mixed.get("param_dtype", "bf16"))
-            fmt = FORMAT_OF_DTYPE.get(param_dtype)
+            fmt = HALF_FORMAT_OF_DTYPE.get(param_dtype)
             if fmt is not None and gemm_mode(fmt) == "emulated":
                 use_half_linears(module, param_dtype)
             module = super()._build_fsdp_module(module)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from precision_rl.metrics import ABS_LOG_RATIO_MEDIAN, PROBS_DIFF_MAX, PROBS_DIFF_MIN
+from precision_rl.metrics import ABS_LOG_RATIO_MEDIAN, PROBS_DIFF_MAX, PROBS_DIFF_MIN, SEQUENCE_KL, SEQUENCE_KL_K3
 
 
 def signed_probs_diff(policy_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor,
@@ -35,6 +35,21 @@ def abs_log_ratio_median(policy_log_probs: torch.Tensor, rollout_log_probs: torc
         return {ABS_LOG_RATIO_MEDIAN: float("nan")}
     gap = (policy_log_probs.float() - rollout_log_probs.float())[mask].abs()
     return {ABS_LOG_RATIO_MEDIAN: float(gap.median())}
+
+
+def sequence_kl(policy_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor,
+                response_mask: torch.Tensor) -> dict[str, float]:
+    """Return the per-sequence KL[μ‖π] of a batch sampled from μ, two ways: the paper's (``mismatch/sequence_kl_mean``,
+    the mean over responses of Σ_t (log μ − log π)) and by k3 (``mismatch/sequence_kl_k3_mean``, the mean over
+    responses of Σ_t (π/μ − 1) − log(π/μ)); responses without tokens are left out, NaN when none has any."""
+    mask = response_mask.bool()
+    rows = mask.any(dim=1)
+    if not rows.any():
+        return {SEQUENCE_KL: float("nan"), SEQUENCE_KL_K3: float("nan")}
+    zero = torch.zeros((), dtype=torch.float32)
+    log_ratio = torch.where(mask, policy_log_probs.float() - rollout_log_probs.float(), zero)  # log π/μ
+    k3 = torch.where(mask, torch.expm1(log_ratio) - log_ratio, zero)
+    return {SEQUENCE_KL: float((-log_ratio).sum(dim=1)[rows].mean()), SEQUENCE_KL_K3: float(k3.sum(dim=1)[rows].mean())}
 
 
 def extreme_responses(policy_log_probs: torch.Tensor, rollout_log_probs: torch.Tensor, response_mask: torch.Tensor,

@@ -10,8 +10,6 @@ PLUGIN_MODULE = "precision_rl.verl_ext.plugin"
 # verl's config sections of the policy, its reference copy and the rollout engine.
 ACTOR, REF, ROLLOUT = "actor_rollout_ref.actor", "actor_rollout_ref.ref", "actor_rollout_ref.rollout"
 PLATFORM_NAME = "cpu"
-# The 16-bit formats whose GEMMs the CPU engines compute natively or emulate.
-HALF_FORMATS = ("fp16", "bf16")
 # How the CPU engines compute a 16-bit format's GEMMs: "native" (the library's 16-bit kernels) or "emulated" (fp32
 # GEMMs on 16-bit-rounded operands, rounded to 16 bits). Unset: chosen from the CPU's flags
 # (precision_rl.verl_ext.cpu.features); set, it forces the choice for that format in both engines.
@@ -20,3 +18,6 @@ GEMM_CHOICES = ("native", "emulated")
 # The step after which the trainer stops, its schedule still set by trainer.total_training_steps: a run of the quick
 # profile is then the first steps of the calibrated run of its seed (precision_rl.verl_ext.trainer).
 STOP_AFTER_STEP_KEY = "trainer.stop_after_step"
+# The quantized format (precision_rl.formats.QUANTIZED_FORMATS) the CPU platform's rollout engine quantizes its
+# linear layers to; unset: none (precision_rl.verl_ext.cpu.gemm).
+ROLLOUT_FORMAT_ENV = "PRECISION_RL_ROLLOUT_FORMAT"

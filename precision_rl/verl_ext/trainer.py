@@ -2,7 +2,8 @@
 
 - ``mismatch/probs_diff_{max,min}``: signed max and min of π − μ per step (verl logs |π − μ| only), and
   ``mismatch/abs_log_ratio_median``: the median of |log π − log μ| over the step's tokens, which one ill-conditioned
-  token cannot move as it moves verl's token means.
+  token cannot move as it moves verl's token means; ``mismatch/sequence_kl_mean``: the paper's KL[μ‖π] per
+  sequence (the mean over responses of Σ_t log μ − log π).
 - Bypass mode (the PG algorithms): verl copies μ into π_old and skips both its mismatch metrics
   (``verl.trainer.ppo.v1.trainer_base.PPOTrainer._compute_old_log_prob`` returns before it calls
   ``calculate_debug_metrics``, and ``PPOTrainer._compute_advantage`` skips the rollout-correction metrics). Here
@@ -87,6 +88,7 @@ def trainer_class() -> type:
         abs_log_ratio_median,
         append_extremes,
         extreme_responses,
+        sequence_kl,
         signed_probs_diff,
     )
 
@@ -155,7 +157,7 @@ def trainer_class() -> type:
                 fields = ["old_log_probs", "rollout_log_probs", "response_mask", "responses"]
                 data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
                 data = DataProto(batch=data.to_padded_tensor())
-            for token_metrics in (signed_probs_diff, abs_log_ratio_median):
+            for token_metrics in (signed_probs_diff, abs_log_ratio_median, sequence_kl):
                 metrics.update(token_metrics(data.batch["old_log_probs"], data.batch["rollout_log_probs"],
                                              data.batch["response_mask"]))
             self._write_extremes(batch, data)

@@ -10,6 +10,7 @@ from matplotlib.colors import to_hex
 from precision_rl import metrics as M
 from precision_rl.analysis import figures as F
 from precision_rl.analysis import logs
+from precision_rl.analysis import panel_notes as N
 from precision_rl.analysis import plotting as P
 from precision_rl.analysis.synthetic import run_records, write_run
 from precision_rl.cli import _decide_and_select, build_parser
@@ -69,7 +70,7 @@ def test_panels_come_from_the_registry(specs):
 @pytest.mark.parametrize("scale", ["tiny", "paper"])
 def test_without_runs_every_panel_says_why_and_every_figure_its_scale(tmp_path, scale):
     data = F.FigureData(logs.build_table([]), tmp_path / "mismatch")
-    why = "not run yet — make grid EXP='" if scale == "tiny" else F.NEEDS_GPUS
+    why = "not run yet — make grid EXP='" if scale == "tiny" else N.NEEDS_GPUS
     for name, build in F.FIGURES.items():
         fig = build(data, scale)
         assert P.scale_label(scale) in fig._suptitle.get_text(), name
@@ -153,9 +154,9 @@ def test_paper_scale_without_runs_needs_gpus(tmp_path):
     rng = np.random.default_rng(2)
     write_run(tmp_path, "paper", "sanity/grpo", "fp16", 42, [_records(10, "fp16", rng)])
     fig = F.build_fig1(_data(tmp_path), "paper")
-    assert P.panel_texts(_panels(fig)["(a) Sanity GRPO"]) == [f"FP16: 1 seed BF16: {F.NEEDS_GPUS}"]
-    assert P.panel_texts(_panels(fig)[f"(l) Dense-14B DAPO {F.ASSUMED_REWARD_MARK}"]) == [f"FP16, BF16: {F.NEEDS_GPUS}"]
-    assert F.NEEDS_GPUS == "not run (paper scale needs GPUs)"
+    assert P.panel_texts(_panels(fig)["(a) Sanity GRPO"]) == [f"FP16: 1 seed BF16: {N.NEEDS_GPUS}"]
+    assert P.panel_texts(_panels(fig)[f"(l) Dense-14B DAPO {F.ASSUMED_REWARD_MARK}"]) == [f"FP16, BF16: {N.NEEDS_GPUS}"]
+    assert N.NEEDS_GPUS == "not run (paper scale needs GPUs)"
 
 
 def test_a_row_panel_notes_an_arm_short_of_its_legend(tmp_path):
@@ -237,8 +238,8 @@ def test_fork_ablation_draws_both_settings_in_both_precisions(tmp_path, specs):
 
 
 def test_grid_command():
-    assert F.grid_command(["sanity/gspo", "sanity/gspo"], "tiny") == "make grid EXP='sanity/gspo' SCALE=tiny"
-    assert F.grid_command(["sanity/pg_seq_is", "sanity/gspo"], "paper") == \
+    assert N.grid_command(["sanity/gspo", "sanity/gspo"], "tiny") == "make grid EXP='sanity/gspo' SCALE=tiny"
+    assert N.grid_command(["sanity/pg_seq_is", "sanity/gspo"], "paper") == \
         "make grid EXP='sanity/gspo sanity/pg_seq_is' SCALE=paper"
 
 
@@ -284,4 +285,5 @@ def test_a_tiny_grid_draws_only_the_panels_with_runs_of_its_profile_and_names_th
     assert "calibrated profile" in calibrated._suptitle.get_text()
     assert "instrument: shipped model" in notes
     quick = F.build_fig1(F.FigureData(table, tmp_path / "mismatch", profile="quick"), "tiny")
-    assert list(_panels(quick)) == ["(d) Sanity GSPO"] and "quick profile" in quick._suptitle.get_text()
+    # the calibrated GRPO run stands in for its seed's quick run, drawn to the quick steps
+    assert list(_panels(quick)) == ["(a) Sanity GRPO", "(d) Sanity GSPO"] and "quick profile" in quick._suptitle.get_text()

@@ -3,7 +3,12 @@
 import pytest
 import torch
 
-from precision_rl.config.precision import PrecisionArm, parse_arm, verl_precision_overrides
+from precision_rl.config.precision import (
+    PrecisionArm,
+    parse_arm,
+    rollout_quantization_overrides,
+    verl_precision_overrides,
+)
 from precision_rl.errors import UserError
 
 
@@ -46,3 +51,31 @@ def test_megatron_has_no_fp32_training():
     assert "actor_rollout_ref.ref.megatron.dtype=float16" in verl_precision_overrides(PrecisionArm("fp16", "fp16"), "megatron")
     with pytest.raises(UserError, match="megatron backend cannot train in fp32"):
         verl_precision_overrides(PrecisionArm("fp32", "fp32"), "megatron")
+
+
+@pytest.mark.parametrize("fmt", ["fp8_e4m3", "fp8_e5m2", "fp4_e2m1"])
+def test_a_quantized_rollout_runs_in_the_training_dtype(fmt):
+    arm = parse_arm(f"train_fp16-infer_{fmt}")
+    assert arm == PrecisionArm("fp16", fmt) and arm.label == f"train_fp16-infer_{fmt}"
+    assert arm.rollout_quantization.name == fmt and arm.rollout_dtype == "fp16"
+    assert (arm.infer_dtype, arm.vllm_dtype, arm.coarsest) == (torch.float16, "float16", fmt)
+    assert PrecisionArm("bf16", fmt).vllm_dtype == "bfloat16" and PrecisionArm("fp16", "bf16").rollout_quantization is None
+    assert "actor_rollout_ref.rollout.dtype=float16" in verl_precision_overrides(arm, "fsdp")
+
+
+def test_a_quantized_format_never_trains():
+    with pytest.raises(UserError, match="unknown training precision 'fp8_e4m3': choose one of fp16, bf16, fp32"):
+        PrecisionArm("fp8_e4m3", "fp8_e4m3")
+    with pytest.raises(UserError, match="unknown inference precision 'fp6'.*fp4_e2m1"):
+        PrecisionArm("fp16", "fp6")
+
+
+def test_the_rollout_quantization_keys_per_scale():
+    fp8, e5m2 = PrecisionArm("bf16", "fp8_e4m3"), PrecisionArm("fp16", "fp8_e5m2")
+    assert rollout_quantization_overrides(fp8, "paper") == ["actor_rollout_ref.rollout.quantization=fp8"]
+    assert rollout_quantization_overrides(fp8, "tiny") == [
+        "+ray_kwargs.ray_init.runtime_env.env_vars.PRECISION_RL_ROLLOUT_FORMAT=fp8_e4m3"]
+    assert rollout_quantization_overrides(PrecisionArm("fp16", "bf16"), "paper") == []
+    with pytest.raises(UserError, match="rollout format fp8_e5m2 runs at tiny scale only: verl 0.9.1 quantizes"):
+        rollout_quantization_overrides(e5m2, "paper")
+    assert rollout_quantization_overrides(e5m2, "tiny")

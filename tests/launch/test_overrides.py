@@ -12,12 +12,14 @@ import torch
 from precision_rl import paths
 from precision_rl.config import registry
 from precision_rl.config.algorithms import UNCAPPED
-from precision_rl.config.precision import PrecisionArm
+from precision_rl.config.precision import VERL_QUANTIZATION, PrecisionArm
 from precision_rl.config.scale import ScaleDecision
+from precision_rl.errors import UserError
 from precision_rl.launch import runner
 from precision_rl.launch.overrides import RunContext, compose, config_name, to_dataclasses, verl_overrides
 from precision_rl.reward.templates import RAW_CHAT_TEMPLATE, get_template
 from precision_rl.verl_ext.rollout import stop_strings
+from precision_rl.verl_ext.settings import ROLLOUT_FORMAT_ENV
 
 SPECS = registry.load_all("paper")
 ARMS = [(name, arm.label) for name, spec in SPECS.items() for arm in spec.arms]
@@ -46,6 +48,12 @@ def assert_precision_landed(spec, arm: PrecisionArm, cfg, dc) -> None:
     """Check the arm's dtypes where verl 0.9.1 reads them (FSDP engine, Megatron engine, vLLM rollout)."""
     assert dc["rollout"].dtype == arm.vllm_dtype
     assert getattr(torch, dc["rollout"].dtype) == arm.infer_dtype
+    fmt = arm.rollout_quantization
+    if spec.scale == "paper":
+        assert dc["rollout"].quantization == (VERL_QUANTIZATION[fmt.name] if fmt else None)
+    else:
+        env = cfg.ray_kwargs.ray_init.get("runtime_env", {}).get("env_vars", {})
+        assert env.get(ROLLOUT_FORMAT_ENV) == (fmt.name if fmt else None) and dc["rollout"].quantization is None
     if spec.backend == "fsdp":
         for role in ("actor", "ref"):
             mp = cfg.actor_rollout_ref[role].fsdp_config.get("mixed_precision")
@@ -190,6 +198,11 @@ def test_every_tiny_profile_composes_lands_and_fits_its_gpus(name, tmp_path, mon
 
 @pytest.mark.parametrize("name,label", ARMS, ids=[f"{n}-{a}" for n, a in ARMS])
 def test_every_arm_composes_and_lands(name, label):
+    fmt = SPECS[name].arm(label).rollout_quantization
+    if fmt is not None and fmt.name not in VERL_QUANTIZATION:
+        with pytest.raises(UserError, match=f"rollout format {fmt.name} runs at tiny scale only"):
+            _build(name, label)
+        return
     spec, arm, cfg, dc = _build(name, label)
     assert_precision_landed(spec, arm, cfg, dc)
     assert_algorithm_landed(spec, cfg, dc)

