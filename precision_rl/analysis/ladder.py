@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import matplotlib.pyplot as plt
-from matplotlib.ticker import NullFormatter
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import NullFormatter
 
 from precision_rl import metrics as M
 from precision_rl.analysis import plotting as P
