@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from precision_rl.console import render_table
-from precision_rl.formats import QUANTIZED_FORMATS
 from precision_rl.fileio import atomic_write_json
+from precision_rl.formats import QUANTIZED_FORMATS
 from precision_rl.launch.runs import hardware, utc_stamp
 from precision_rl.paths import BENCH_DIR, REPO_ROOT, VLLM_TEMP_ENV
 from precision_rl.verl_ext.settings import ROLLOUT_FORMAT_ENV
