@@ -23,6 +23,7 @@ from precision_rl.config.registry import DEFAULT_SEEDS, ExperimentSpec
 from precision_rl.config.scale import PAPER, TINY, ScaleDecision
 from precision_rl.errors import UserError
 from precision_rl.launch import eta, runs
+from precision_rl.launch.guards import bf16_weight_sync_problem
 from precision_rl.launch.overrides import (
     FILE_LOGGER_ENV,
     RunContext,
@@ -281,7 +282,8 @@ def _checkpoint_step(folder: Path) -> int:
 def check_composes(plan: RunPlan) -> tuple:
     """Return verl 0.9.1's composed config of the plan's overrides and verl's config dataclasses built from it.
 
-    Raise a UserError when verl rejects the overrides, or when the rollout cannot fit the run's GPUs.
+    Raise a UserError when verl rejects the overrides, when they would sync an arm's rollout weights through bf16
+    (``guards``), or when the rollout cannot fit the run's GPUs.
     """
     try:
         cfg = compose(config_name(plan.spec), plan.overrides)
@@ -289,6 +291,8 @@ def check_composes(plan: RunPlan) -> tuple:
     except Exception as exc:  # noqa: BLE001 - Hydra and verl raise many types; all mean a bad override
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UserError(f"verl rejects the overrides of {plan.name}: {first}") from None
+    if problem := bf16_weight_sync_problem(cfg, plan.arm):
+        raise UserError(f"{plan.name}: {problem}")
     world = int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
     tp = int(cfg.actor_rollout_ref.rollout.tensor_model_parallel_size)
     if world % tp:  # verl asserts this only after Ray and the training engine have started
@@ -449,6 +453,10 @@ def execute(plan: RunPlan) -> int:
     if plan.options.dry_run:
         print(plan.command)
         return 0
+    from precision_rl.verl_ext.version import verl_version_problem
+
+    if problem := verl_version_problem():
+        raise UserError(problem)
     prepare(plan)
     cfg, _ = check_composes(plan)
     first_step = resume_point(plan.run_dir / runs.CHECKPOINTS_DIR, runs.last_logged_step(plan.run_dir)).first_step \

@@ -1,7 +1,8 @@
 """The project's verl extensions, installed in every verl process.
 
 verl imports this module in its driver and in each Ray worker through ``VERL_USE_EXTERNAL_MODULES``
-(``verl.modules``); ``precision_rl.verl_ext.main`` sets that variable. Importing it installs, each when
+(``verl.modules``); ``precision_rl.verl_ext.main`` sets that variable. Under another verl than ``VERL_VERSION`` it
+refuses to load (the launcher says so in one line before anything starts). Importing it installs, each when
 verl's module that it extends is first imported (so no process pays for modules it never uses):
 
 - at both scales: the trainer (``trainer.py``), the engine that reports the fp16 loss scale (``engine.py``), the
@@ -21,6 +22,7 @@ from precision_rl.verl_ext import rollout
 from precision_rl.verl_ext.cpu import gemm as cpu_gemm
 from precision_rl.verl_ext.cpu import patches as cpu_patches
 from precision_rl.verl_ext.settings import PLATFORM_ENV, PLATFORM_NAME
+from precision_rl.verl_ext.version import verl_version_problem
 
 
 def on_cpu_platform() -> bool:
@@ -60,7 +62,9 @@ def _register_reward_managers(module) -> None:
 
 
 def install() -> None:
-    """Install every extension that applies to this process's platform."""
+    """Install every extension that applies to this process's platform; raise ImportError under another verl."""
+    if problem := verl_version_problem():
+        raise ImportError(problem)
     cpu = on_cpu_platform()
     if cpu:
         register_platform()

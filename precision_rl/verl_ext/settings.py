@@ -21,3 +21,5 @@ STOP_AFTER_STEP_KEY = "trainer.stop_after_step"
 # The quantized format (precision_rl.formats.QUANTIZED_FORMATS) the CPU platform's rollout engine quantizes its
 # linear layers to; unset: none (precision_rl.verl_ext.cpu.gemm).
 ROLLOUT_FORMAT_ENV = "PRECISION_RL_ROLLOUT_FORMAT"
+# The verl release every extension here is written and tested against (the locks pin it at both scales).
+VERL_VERSION = "0.9.1"
