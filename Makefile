@@ -324,6 +324,9 @@ mismatch-width: $(STAMP) ##- Effect study: mismatch of tiny models 128/256/384 w
 mismatch-long: $(STAMP) ##- Effect study: mismatch at natural lengths of a tiny model trained on 2-24-operation chains (SFT-built, cached) -> runs/mismatch/tiny-long/
 	$(PY) -m precision_rl.mismatch.long_answers
 
+synthetic-dose: $(STAMP) ##- Study: the per-sequence KL[mu||pi] each synthetic logit-noise strength carries on the tiny sanity set [ARGS='--sigmas 1,2,3 --out FILE'] -> runs/mismatch/
+	$(PY) -m precision_rl.mismatch.synthetic_dose $(ARGS)
+
 mismatch-spread: $(STAMP) ##- Study: a small batch's mismatch statistics over sampling seeds on the CPU platform's engines [DTYPES='bf16 fp16'] [SEEDS='0 1 ...'] [ARGS='--temperature 1 --log-softmax fp32'] -> runs/mismatch/
 	$(PY) -m precision_rl.mismatch.batch_spread --dtypes $(DTYPES) $(if $(SEEDS),--seeds $(SEEDS)) $(ARGS)
 

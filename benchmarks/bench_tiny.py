@@ -5,7 +5,8 @@ Runs `make sanity-fp16` and `make sanity-bf16` (verl's trainer on the CPU platfo
 summarizes the newest finished runs instead. Per run it reports wall time, training reward (first step, trailing
 mean of the last 5, first step whose trailing mean reaches 0.95), verl's per-step breakdown (timing_s/*), where the
 time beyond the steps goes (Ray and driver start, training engine, vLLM server, validations), peak memory of the
-run's processes and the mismatch (mean |pi-mu|, k3 KL). Over the runs: the final reward's mean, min and max per arm
+run's processes, the mismatch (mean |pi-mu|, k3 KL) and each phase's achieved FLOP rate against this CPU's fp32 peak
+(``precision_rl.analysis.phase_rates``). Over the runs: the final reward's mean, min and max per arm
 (the seed spread), the BF16/FP16 wall-time ratio, and for a rerun how many metric values differ from the first run
 (the rerun spread). The CPU's model and matrix-instruction flags and the GEMM modes are recorded with the numbers;
 compare ratios measured in one benchmark, never absolute times across machines.
@@ -27,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from precision_rl import metrics as M
+from precision_rl.analysis import phase_rates
 from precision_rl.analysis.checks import SANITY_REWARD
 from precision_rl.analysis.logs import attempts_seconds, stamp_seconds
 from precision_rl.analysis.series import TRAIL_WINDOW
@@ -110,7 +112,33 @@ def summarize(run_dir: Path) -> dict:
         "gemm": {k: manifest["platform"].get(k) for k in ("fp16_gemm", "bf16_gemm", "rollout_gemm")},
         "cpu": run_cpu(manifest),
         "loss_scale_final": float(get(M.LOSS_SCALE)[-1]), "skipped_steps": float(get(M.SKIPPED_STEPS)[-1]),
+        "phase_rates": phase_rate_summary(manifest, steps),
     }
+
+
+def phase_rate_summary(manifest: dict, steps: list[dict]) -> dict[str, dict]:
+    """Return, per phase, the median over steps of its FLOPs, seconds and achieved rate, with its share of this CPU's
+    fp32 peak where the run ran on this CPU kind (None elsewhere); empty where the run's model folder is not here."""
+    model = Path(manifest.get("model_path") or "")
+    if not (model / "config.json").is_file():
+        return {}
+    weights = phase_rates.matmul_weights(phase_rates.model_config(model))
+    epochs = next((int(o.split("=", 1)[1]) for o in manifest.get("verl_overrides", [])
+                   if o.startswith("actor_rollout_ref.actor.ppo_epochs=")), 1)
+    peak = phase_rates.cpu_peak() if (manifest.get("hardware") or {}).get("cpu_id") == runs.hardware()["cpu_id"] \
+        else None
+    per_phase: dict[str, list] = {}
+    for data in steps:
+        seconds = {p: data[M.TIMING_PREFIX + p] for p in phase_rates.PASSES if data.get(M.TIMING_PREFIX + p)}
+        for rate in phase_rates.step_rates(weights, data.get(M.TOTAL_TOKENS) or 0, seconds, epochs):
+            per_phase.setdefault(rate.phase, []).append(rate)
+    out = {}
+    for phase, rates in per_phase.items():
+        achieved = float(np.median([r.rate for r in rates]))
+        out[phase] = {"gflop": float(np.median([r.flops for r in rates])) / 1e9,
+                      "seconds": float(np.median([r.seconds for r in rates])), "gflop_per_s": achieved / 1e9,
+                      "share_of_peak": achieved / peak[0] if peak else None, "peak": peak[1] if peak else None}
+    return out
 
 
 def rerun_spread(first: Path, second: Path) -> dict:
@@ -182,6 +210,15 @@ def main() -> int:
     print(render_table(rows, ["arm", "seed", "wall", "reward step 1 -> final trailing 5 (first step >= 0.95)",
                               "s/step median (gen / old_log_prob / update / sync)", "outside steps", "peak RAM",
                               "mean abs(pi-mu)", "k3 KL", "CPU [matrix flags]"], markdown=True, floatfmt=""))
+    rate_rows = [[arm, s["seed"], phase, f"{r['gflop']:.0f}", f"{r['seconds']:.1f}", f"{r['gflop_per_s']:.1f}",
+                  f"{100 * r['share_of_peak']:.0f} %" + (" (below half)" if r["share_of_peak"] < phase_rates.HALF_PEAK
+                                                         else "") if r["share_of_peak"] is not None else "other CPU"]
+                 for arm in ARMS for s in out["runs"][arm] for phase, r in s["phase_rates"].items()]
+    peak = phase_rates.cpu_peak()
+    print(f"\nper-phase matrix FLOP rate (median step); this CPU's fp32 peak: "
+          f"{f'{peak[0] / 1e9:.0f} GFLOP/s ({peak[1]})' if peak else 'unknown'}")
+    print(render_table(rate_rows, ["arm", "seed", "phase", "GFLOP", "s", "GFLOP/s", "of peak"], markdown=True,
+                       floatfmt=""))
     for arm, spread in out["seed_spread"].items():
         print(f"{arm}: final reward {spread['mean']:.3f} [{spread['min']:.3f}-{spread['max']:.3f}] over seeds "
               f"{sorted(spread['by_seed'])}; every seed >= 0.95: {spread['every_seed_reaches_0.95']}")

@@ -163,6 +163,12 @@ def cmd_grid(args) -> int:
 
     seeds = _parse_seeds(args.seeds)
     decision, selected, options = _decide_and_select(args)
+    tiny_only = [f"{spec.name} {arm.label}" for spec, arm in selected if arm not in spec.scale_arms]
+    if tiny_only:
+        print(f"left out at {decision.scale} scale (they run at tiny scale only): {', '.join(tiny_only)}", file=sys.stderr)
+        selected = [(spec, arm) for spec, arm in selected if arm in spec.scale_arms]
+        if not selected:
+            raise UserError(f"no selected run runs at {decision.scale} scale")
     grid = plan_grid(selected, decision.scale, seeds, options.extra, options.profile)
     print(describe(grid), file=sys.stderr)
     print(grid_eta(grid, options.profile, options.extra), file=sys.stderr)

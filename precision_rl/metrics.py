@@ -28,6 +28,7 @@ TIMING_PREFIX = "timing_s/"  # verl times each phase of a step as timing_s/<phas
 # Metrics that measure the machine (time, throughput, memory): no rerun repeats them, a repeatable run every other.
 MEASURED_PREFIXES = (TIMING_PREFIX, "timing_per_token_ms/", "perf/", "actor/perf/")
 STEP_TIME = TIMING_PREFIX + "step"
+TOTAL_TOKENS = "perf/total_num_tokens"  # verl: the step's prompt and response tokens, whole batch
 # The phases of a step (timing_s/<phase>) that benchmarks and step-range summaries report: rollout, the training
 # engine's recompute of the old log-probs, advantages, the actor update and the weight sync to the rollout engine.
 STEP_PHASES = ("gen", "old_log_prob", "adv", "update_actor", "update_weights")

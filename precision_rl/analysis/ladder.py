@@ -1,10 +1,13 @@
 """The mismatch ladder's dose–response: what each run of the ``ladder`` panel measured of its own mismatch (the
 per-sequence KL[μ‖π] it logged) beside how it trained, and the figure and verdict drawn from them.
 
-A rung is one (experiment, precision arm) of the panel: the FP16 trainer with its rollout in one format. Its dose is
-the median over a run's steps of ``mismatch/sequence_kl_mean``; its outcome the final training reward (trailing
-mean), the last held-out accuracy and the largest |π − μ| of the run. A rung degrades when its band of final rewards
-over seeds lies wholly below the first rung's (the rollout in the trainer's own format): bands that touch overlap.
+A rung is one (experiment, precision arm) of the panel: the FP16 trainer with its rollout in one format, or with
+synthetic noise on the rollout's logits (``precision_rl.logit_noise``), and that noise's control (the same noise in
+the trainer too). Its dose is the median over a run's steps of ``mismatch/sequence_kl_k3_mean``; its outcome the
+final training reward (trailing mean), the last held-out accuracy and the largest |π − μ| of the run. A real rung
+degrades when its band of final rewards over seeds lies wholly below the first rung's (the rollout in the trainer's
+own format); a synthetic rung, when its band lies wholly below its control's, since the noise also makes the rollout
+a worse sampler. Bands that touch overlap.
 """
 
 from __future__ import annotations
@@ -40,11 +43,14 @@ class RunDose:
 
 @dataclass(frozen=True)
 class Rung:
-    """A rung of the ladder: its label, its rollout format and the runs (one per seed) drawn for it."""
+    """A rung of the ladder: its label, its rollout format, its synthetic noise and the runs (one per seed) drawn for
+    it."""
 
     label: str
     infer: str
     runs: tuple[RunDose, ...]
+    noise: float = 0.0  # the synthetic logit noise's strength σ (0: none)
+    control: bool = False  # the noise is in the trainer too: the control of the rung with the same σ
 
     def values(self, field: str) -> list[float]:
         """Return the runs' finite values of ``field``."""
@@ -68,28 +74,76 @@ def summarize_run(run: str, reward: pd.Series | None, heldout: pd.Series | None,
                    float(max_abs_diff.dropna().max()) if has(max_abs_diff) else None)
 
 
+def _below(rung: Rung, reference: Rung) -> bool:
+    """Return True when ``rung``'s band of final rewards lies wholly below ``reference``'s, both over ≥ 2 seeds."""
+    band, ref = rung.band("final_reward"), reference.band("final_reward")
+    return band is not None and ref is not None and len(rung.runs) > 1 and len(reference.runs) > 1 and band[2] < ref[1]
+
+
+def _thin(rungs: list[Rung]) -> str:
+    thin = [r.label for r in rungs if len(r.runs) < 2]
+    return f"; one seed only: {', '.join(thin)} (no band)" if thin else ""
+
+
 def verdict(rungs: list[Rung]) -> str:
-    """Return the ladder's verdict by the bands rule, against the first rung (the rollout in the trainer's format):
-    "degrades from X nats per sequence (rung)" at the smallest dose whose reward band lies wholly below the first
-    rung's, else "no degradation resolved up to X nats per sequence" at the largest dose measured."""
-    if not rungs or rungs[0].band("final_reward") is None:
+    """Return the ladder's verdict by the bands rule: for the real rungs against the first rung (the rollout in the
+    trainer's format), "degrades from X nats per sequence (rung)" at the smallest dose whose reward band lies wholly
+    below the first rung's, else "no degradation resolved up to X nats per sequence"; then, for the synthetic rungs,
+    the same against each strength's control."""
+    real = [r for r in rungs if not r.noise]
+    parts = [_real_verdict(real)] if real else []
+    synthetic = _synthetic_verdict([r for r in rungs if r.noise])
+    return "; ".join(parts + ([synthetic] if synthetic else [])) or "no verdict: no rung has a finished run"
+
+
+def _real_verdict(rungs: list[Rung]) -> str:
+    if rungs[0].band("final_reward") is None:
         return "no verdict: the rung in the trainer's own format has no finished run"
-    reference = rungs[0].band("final_reward")
     measured = [(r.band("sequence_kl"), r) for r in rungs[1:] if r.band("sequence_kl") and r.band("final_reward")]
     if not measured:
         return "no verdict: no other rung has a finished run"
     for dose, rung in sorted(measured, key=lambda m: m[0][0]):
-        if rung.band("final_reward")[2] < reference[1] and len(rung.runs) > 1 and len(rungs[0].runs) > 1:
+        if _below(rung, rungs[0]):
             return f"degrades from {dose[0]:.3g} nats per sequence ({rung.label})"
     largest = max(measured, key=lambda m: m[0][0])
-    thin = [r.label for _, r in measured if len(r.runs) < 2] + ([rungs[0].label] if len(rungs[0].runs) < 2 else [])
     return (f"no degradation resolved up to {largest[0][0]:.3g} nats per sequence ({largest[1].label})"
-            + (f"; one seed only: {', '.join(thin)} (no band)" if thin else ""))
+            + _thin([r for _, r in measured] + [rungs[0]]))
 
 
-def rung_order(infer: str) -> float:
-    """Return a sort key putting rungs from the finest rollout format to the coarsest."""
-    return -MANTISSA_BITS.get(infer, 0)
+def _synthetic_verdict(rungs: list[Rung]) -> str:
+    """Return the synthetic rungs' verdict, each noised rung against its control, or "" without a finished pair."""
+    controls = {r.noise: r for r in rungs if r.control}
+    pairs = [(r.band("sequence_kl"), r, controls[r.noise]) for r in rungs if not r.control and r.noise in controls
+             and r.band("sequence_kl") and r.band("final_reward") and controls[r.noise].band("final_reward")]
+    if not pairs:
+        return "synthetic: no rung with a finished control" if rungs else ""
+    for dose, rung, control in sorted(pairs, key=lambda p: p[0][0]):
+        if _below(rung, control):
+            return f"synthetic: degrades against its control from {dose[0]:.3g} nats per sequence (σ = {rung.noise:g})"
+    largest = max(pairs, key=lambda p: p[0][0])
+    return (f"synthetic: no degradation against the controls resolved up to {largest[0][0]:.3g} nats per sequence "
+            f"(σ = {largest[1].noise:g})" + _thin([r for _, r, c in pairs] + [c for _, r, c in pairs]))
+
+
+def rung_order(infer: str, noise: float = 0.0, control: bool = False) -> tuple:
+    """Return a sort key putting the real rungs from the finest rollout format to the coarsest, then the synthetic
+    ones by strength, each control after its rung."""
+    return (noise > 0, noise, control, -MANTISSA_BITS.get(infer, 0))
+
+
+def synthetic_noise(spec) -> tuple[float, bool]:
+    """Return the synthetic logit noise of an experiment (σ, whether the trainer carries it too); (0, False): none."""
+    return float(spec.hyper.rollout_logit_noise or 0.0), bool(spec.hyper.logit_noise_in_trainer)
+
+
+def rung_label(spec, arm) -> str:
+    """Return a rung's name in legends: its precision label, and for a synthetic rung the noise and whether it is
+    the control ("FP16 + logit noise σ=2 (synthetic, control)")."""
+    label = P.precision_label(arm.train, arm.infer)
+    noise, control = synthetic_noise(spec)
+    if not noise:
+        return label
+    return f"{label} + logit noise σ={noise:g} (synthetic{', control' if control else ''})"
 
 
 def _last(curves: list[pd.Series]) -> pd.Series | None:
@@ -99,9 +153,9 @@ def _last(curves: list[pd.Series]) -> pd.Series | None:
 def ladder_arms(data, scale: str) -> list[ArmRuns]:
     """Return the (experiment, arm) pairs of the ``ladder`` panel at ``scale`` with their runs, finest rollout format
     first (``data`` is a ``figures.FigureData``)."""
-    arms = [data.arm_runs(scale, spec, arm, P.precision_label(arm.train, arm.infer))
+    arms = [data.arm_runs(scale, spec, arm, rung_label(spec, arm))
             for spec in data.specs(scale).values() for arm in spec.panel_arms(LADDER_PANEL)]
-    return sorted(arms, key=lambda a: (rung_order(a.arm.infer), a.label))
+    return sorted(arms, key=lambda a: (rung_order(a.arm.infer, *synthetic_noise(a.spec)), a.label))
 
 
 def ladder_rungs(data, scale: str, arms: list[ArmRuns] | None = None) -> list[Rung]:
@@ -114,7 +168,7 @@ def ladder_rungs(data, scale: str, arms: list[ArmRuns] | None = None) -> list[Ru
                                _last(data.val_curves(scale, [run], val[0])[0]) if val else None,
                                _last(data.curves(scale, [run], M.SEQUENCE_KL_K3_Q)),
                                _last(data.curves(scale, [run], M.PROBS_DIFF_ABS_MAX_Q))) for run in arm.finished]
-        rungs.append(Rung(arm.label, arm.arm.infer, tuple(doses)))
+        rungs.append(Rung(arm.label, arm.arm.infer, tuple(doses), *synthetic_noise(arm.spec)))
     return rungs
 
 
@@ -145,7 +199,7 @@ def build_mismatch_ladder(data, scale: str):
             if not points:
                 continue
             xs, ys = zip(*points, strict=True)
-            ax.scatter(xs, ys, color=color, s=14, zorder=3)
+            ax.scatter(xs, ys, s=14, zorder=3, edgecolors=color, facecolors="none" if rung.control else color)
             ax.errorbar([np.mean(xs)], [np.mean(ys)], xerr=[[np.mean(xs) - min(xs)], [max(xs) - np.mean(xs)]],
                         yerr=[[np.mean(ys) - min(ys)], [max(ys) - np.mean(ys)]], color=color, linewidth=1,
                         capsize=2, zorder=2)
@@ -169,7 +223,9 @@ def build_mismatch_ladder(data, scale: str):
                   "MXFP4 quantize: docs/sources.md#e17-mismatch-ladder), and BF16 training with an FP8 rollout. x: the "
                   f"median over a run's steps of {M.SEQUENCE_KL_K3}; vertical lines: the paper's Fig. 5 levels "
                   "(R1-Distill-Qwen-1.5B, 0.32 FP16, 7.64 BF16). Points: runs; bars: a rung's min–max over seeds. "
-                  "Runs that logged no per-sequence KL (before it was logged) are in the curves only.",
+                  "Synthetic rungs add seeded Gaussian noise σ to the rollout's logits "
+                  "(docs/sources.md#e18-synthetic-mismatch); their controls (hollow) add it to the trainer's too: the "
+                  "same worse sampler, no mismatch. Runs that logged no per-sequence KL (before it was logged) are in the curves only.",
                   scope=data.scope(scale))
     return fig
 

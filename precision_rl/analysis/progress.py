@@ -67,11 +67,13 @@ def grid_progress(summary: pd.DataFrame, scales: tuple[str, ...] = SCALES,
     rows = []
     for scale in scales:
         for name, spec in registry.load_all(scale, root).items():
-            planned = [(arm, seed) for arm in spec.arm_labels for seed in spec.seeds]
+            planned = [(arm.label, seed) for arm in spec.scale_arms for seed in spec.seeds]
+            if not planned:
+                continue  # an experiment that runs at tiny scale only
             walls = [wall[(scale, name, arm, seed)] for arm, seed in planned if (scale, name, arm, seed) in wall]
             missing = [(arm, seed) for arm, seed in planned if (scale, name, arm, seed) not in wall]
             rows.append({"scale": scale, "family": spec.family, "experiment": name,
-                         "arms": ", ".join(spec.arm_labels), "seeds": " ".join(map(str, spec.seeds)),
+                         "arms": ", ".join(a.label for a in spec.scale_arms), "seeds": " ".join(map(str, spec.seeds)),
                          "planned": len(planned), "finished": len(walls), "not_run": _not_run_text(missing, planned),
                          "finished_wall_s": float(sum(walls)), "median_wall_s": _median(pd.Series(walls, dtype=float)),
                          "walls": walls})

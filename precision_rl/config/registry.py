@@ -22,7 +22,7 @@ from pydantic.dataclasses import dataclass
 
 from precision_rl.config import docs_refs
 from precision_rl.config.algorithms import ALGORITHMS, NEEDS_IS_THRESHOLD
-from precision_rl.config.precision import PRECISIONS, ROLLOUT_FORMATS, PrecisionArm
+from precision_rl.config.precision import PRECISIONS, ROLLOUT_FORMATS, VERL_QUANTIZATION, PrecisionArm
 from precision_rl.config.scale import PAPER, SCALES
 from precision_rl.errors import SpecError, UserError
 from precision_rl.paths import EXPERIMENTS_DIR
@@ -132,6 +132,11 @@ class Hyper:
         None, description="DAPO: tokens before max_response_length where the over-long penalty starts")
     overlong_penalty_factor: Number | None = Field(
         None, description="DAPO: the over-long penalty at max_response_length")
+    rollout_logit_noise: Annotated[Number, Field(ge=0)] | None = Field(
+        None, description="synthetic mismatch (tiny scale): standard deviation of the seeded Gaussian noise added to "
+        "every rollout logit before sampling")
+    logit_noise_in_trainer: Bool | None = Field(
+        None, description="the synthetic rung's control: the trainer's logits carry the same noise (no mismatch)")
     rollout_tensor_parallel: Int | None = Field(None, description="vLLM tensor-parallel size")
     gpu_memory_utilization: Number | None = Field(None, description="share of GPU memory vLLM may take")
     megatron_tensor_parallel: Int | None = Field(None, description="Megatron tensor-parallel size")
@@ -323,6 +328,18 @@ class ExperimentSpec:
         """Return the arms feeding figure ``panel`` (none when the experiment does not name it; ``fig3:bf16``: bf16)."""
         refs = [r for r in self.paper if r.panel == panel]
         return [a for a in self.arms if any(r.precision is None or a.train == a.infer == r.precision for r in refs)]
+
+    def runs_at_tiny_scale_only(self, arm: PrecisionArm) -> bool:
+        """Return True when the paper scale refuses ``arm`` before composing it: a rollout format verl 0.9.1 does not
+        quantize to, or the synthetic logit noise."""
+        fmt = arm.rollout_quantization
+        return bool(self.hyper.rollout_logit_noise) or (fmt is not None and fmt.name not in VERL_QUANTIZATION)
+
+    @property
+    def scale_arms(self) -> tuple[PrecisionArm, ...]:
+        """Return the arms that run at this spec's scale: every arm at tiny scale, those the paper scale does not
+        refuse there."""
+        return tuple(a for a in self.arms if self.scale != PAPER or not self.runs_at_tiny_scale_only(a))
 
     @property
     def arm_labels(self) -> list[str]:

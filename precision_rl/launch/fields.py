@@ -12,6 +12,8 @@ from pathlib import Path
 
 from precision_rl.config import registry
 from precision_rl.config.registry import HYPER_FIELDS, ExperimentSpec, Hyper
+from precision_rl.config.scale import TINY
+from precision_rl.errors import UserError
 from precision_rl.launch.overrides import RunContext, verl_overrides
 
 FIELDS_DOC = Path("docs") / "fields.md"
@@ -20,6 +22,8 @@ BACKEND_BASES = {"fsdp": "sanity/grpo", "megatron": "moe/grpo_seq_mis"}
 ALGORITHM_BASES = {"is_threshold": "sanity/grpo_token_tis", "gen_batch_size": "dense14b/dapo",
                    "filter_groups_metric": "dense14b/dapo", "overlong_buffer_len": "dense14b/dapo",
                    "overlong_penalty_factor": "dense14b/dapo"}
+# Fields rendered at tiny scale only (the paper scale refuses them), on an experiment that sets them.
+TINY_ONLY_BASES = {"rollout_logit_noise": "ladder/synthetic_s2", "logit_noise_in_trainer": "ladder/synthetic_s2"}
 _CTX = RunContext(run_name="fields", seed=1, data_dir=Path("/data"), metrics_path=Path("/runs/m.jsonl"),
                   checkpoint_dir=Path("/runs/ckpt"), gpus_per_node=8, nnodes=1)
 
@@ -48,12 +52,15 @@ def _key(override: str) -> str:
 
 def rendered_keys(name: str, backend: str, specs: dict[str, ExperimentSpec]) -> list[str]:
     """Return the verl keys field ``name`` renders to on ``backend``, sorted (empty: not rendered there)."""
-    base = specs[ALGORITHM_BASES.get(name, BACKEND_BASES[backend])]
-    base = dataclasses.replace(base, backend=backend)
+    base = specs[TINY_ONLY_BASES.get(name) or ALGORITHM_BASES.get(name, BACKEND_BASES[backend])]
+    base = dataclasses.replace(base, backend=backend, scale=TINY if name in TINY_ONLY_BASES else base.scale)
     rendered = []
     for value in _two_values(name, getattr(base.hyper, name)):
         spec = dataclasses.replace(base, hyper=dataclasses.replace(base.hyper, **{name: value}))
-        rendered.append(set(verl_overrides(spec, spec.arms[0], _CTX)))
+        try:
+            rendered.append(set(verl_overrides(spec, spec.arms[0], _CTX)))
+        except UserError:  # a value the backend refuses (the control's noise in a Megatron trainer)
+            return []
     return sorted({_key(o) for o in rendered[0] ^ rendered[1]})
 
 

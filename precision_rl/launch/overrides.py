@@ -17,11 +17,13 @@ from typing import Any
 from precision_rl.config.algorithms import AlgorithmSettings, verl_algorithm_overrides
 from precision_rl.config.precision import PrecisionArm, rollout_quantization_overrides, verl_precision_overrides
 from precision_rl.config.registry import ExperimentSpec, Hyper
+from precision_rl.config.scale import PAPER
 from precision_rl.errors import UserError
+from precision_rl.logit_noise import LogitNoise
 from precision_rl.paths import PACKAGE_DIR
 from precision_rl.reward.templates import get_template
 from precision_rl.verl_ext.rollout import STOP_KEY
-from precision_rl.verl_ext.settings import ACTOR, REF, ROLLOUT
+from precision_rl.verl_ext.settings import ACTOR, LOGIT_NOISE_PROCESSOR, REF, ROLLOUT
 
 PROJECT_NAME = "precision-rl"
 # verl loads this file by path in its reward workers; its name is what verl's custom reward hook calls.
@@ -183,6 +185,35 @@ def _quoted(text: str) -> str:
     return f'"{text}"'
 
 
+def logit_noise(spec: ExperimentSpec, seed: int) -> LogitNoise | None:
+    """Return the synthetic logit noise a run of ``spec`` with ``seed`` carries, or None; a UserError at paper scale
+    or for a control without noise."""
+    h = spec.hyper
+    if h.logit_noise_in_trainer and not h.rollout_logit_noise:
+        raise UserError(f"{spec.name}: logit_noise_in_trainer is the control of a noised rollout and needs "
+                        "rollout_logit_noise > 0")
+    if not h.rollout_logit_noise:
+        return None
+    if h.logit_noise_in_trainer and spec.backend != "fsdp":
+        raise UserError(f"{spec.name}: only the FSDP engine adds the control's logit noise "
+                        "(precision_rl.verl_ext.engine); use backend fsdp")
+    if spec.scale == PAPER:
+        raise UserError(f"{spec.name}: the synthetic logit noise runs at tiny scale only (no GPU run of it was ever "
+                        "checked)")
+    return LogitNoise(h.rollout_logit_noise, seed, bool(h.logit_noise_in_trainer))
+
+
+def _logit_noise_overrides(spec: ExperimentSpec, seed: int) -> list[str]:
+    """Return the overrides that hand the run's logit noise to every process and its processor to vLLM (none
+    without noise)."""
+    spec_noise = logit_noise(spec, seed)
+    if spec_noise is None:
+        return []
+    # Ray takes only string values in env_vars, and Hydra reads an unquoted 1.0 as a number.
+    return [f"+ray_kwargs.ray_init.runtime_env.env_vars.{name}={_quoted(value)}" for name, value in spec_noise.env().items()] + [
+        f"+{ROLLOUT}.engine_kwargs.vllm.logits_processors={_quoted_list([LOGIT_NOISE_PROCESSOR])}"]
+
+
 def _seed_overrides(spec: ExperimentSpec, seed: int) -> list[str]:
     engine = "megatron" if spec.backend == "megatron" else "fsdp_config"
     return [f"data.seed={seed}", f"{ACTOR}.data_loader_seed={seed}", f"{ACTOR}.{engine}.seed={seed}",
@@ -225,6 +256,7 @@ def verl_overrides(spec: ExperimentSpec, arm: PrecisionArm, ctx: RunContext) -> 
                 f"actor_rollout_ref.model.lora_alpha={_lora_alpha(spec.lora.alpha)}",
                 f"actor_rollout_ref.model.target_modules={spec.lora.targets}"]
     out += _seed_overrides(spec, ctx.seed)
+    out += _logit_noise_overrides(spec, ctx.seed)
     out += [
         f"trainer.project_name={PROJECT_NAME}",
         f"trainer.experiment_name={ctx.run_name}",

@@ -9,6 +9,7 @@ the run's directory and manifest, and supervises verl to its end (``precision_rl
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import sys
@@ -30,6 +31,7 @@ from precision_rl.launch.overrides import (
     compose,
     config_name,
     data_files,
+    logit_noise,
     shell_command,
     to_dataclasses,
     verl_command,
@@ -331,6 +333,16 @@ def rollout_scheme(plan: RunPlan) -> dict | None:
                            if plan.on_cpu else "verl's actor_rollout_ref.rollout.quantization")}
 
 
+def synthetic_noise_record(plan: RunPlan) -> dict | None:
+    """Return the synthetic logit noise the run carries as the manifest records it (None: none)."""
+    spec_noise = logit_noise(plan.spec, plan.options.seed)
+    if spec_noise is None:
+        return None
+    return {**dataclasses.asdict(spec_noise), "synthetic": True,
+            "applied_by": "the rollout's vLLM logits processor (precision_rl.verl_ext.vllm_logit_noise)"
+                          + (" and the trainer's engine (precision_rl.verl_ext.logit_noise)" if spec_noise.in_trainer else "")}
+
+
 def base_manifest(plan: RunPlan) -> dict:
     """Return the manifest of a new run (status ``running``), common to both scales, with its configuration key
     (``runs.compute_configuration_key``, computed here, where the paths it makes relative are this clone's)."""
@@ -348,7 +360,7 @@ def base_manifest(plan: RunPlan) -> dict:
         "stand_in": (f"the paper runs {spec.name} on {spec.paper_backend}; this {plan.decision.scale}-scale stand-in "
                      f"trains on {spec.backend}") if spec.backend != spec.paper_backend else None,
         "precision": {"label": plan.arm.label, "train": plan.arm.train, "infer": plan.arm.infer,
-                      "rollout_quantization": rollout_scheme(plan)},
+                      "rollout_quantization": rollout_scheme(plan), "synthetic_logit_noise": synthetic_noise_record(plan)},
         "seed": plan.options.seed,
         "model_path": plan.model_path,
         "spec": spec.raw,

@@ -1,4 +1,5 @@
-"""verl's FSDP training engine, extended to report the fp16 loss scale and the optimizer steps it skipped.
+"""verl's FSDP training engine, extended to report the fp16 loss scale and the optimizer steps it skipped, and to add
+the synthetic logit noise of a control run (``logit_noise``).
 
 verl 0.9.1's FSDP engine builds a ``ShardedGradScaler`` when ``param_dtype`` is fp16
 (``verl.workers.engine.fsdp.transformer_impl.FSDPEngine._build_fsdp_module``), and both it and the bf16/fp32 path skip
@@ -106,6 +107,8 @@ def engine_classes() -> dict[str, type]:
     from verl.utils import tensordict_utils as tu
     from verl.workers.engine.fsdp.transformer_impl import FSDPEngineWithLMHead
 
+    from precision_rl.verl_ext.logit_noise import add_trainer_noise, trainer_noise
+
     class PrecisionFSDPEngine(FSDPEngineWithLMHead):
         """verl's FSDP language-model engine that reports its loss scale and skipped optimizer steps."""
 
@@ -124,6 +127,14 @@ def engine_classes() -> dict[str, type]:
                     outputs["metrics"].update(precision_step_metrics(self.scaler, self._skipped_in_step))
                 self._skipped_in_step = 0
             return outputs
+
+        def prepare_model_outputs(self, output, output_args, micro_batch, logits_processor_func):
+            if (spec := trainer_noise()) is not None:
+                if tu.get_non_tensor_data(data=micro_batch, key="use_fused_kernels", default=False):
+                    raise RuntimeError("the synthetic logit noise needs the model's logits: turn off use_fused_kernels")
+                packed = tu.get_non_tensor_data(data=micro_batch, key="use_remove_padding", default=True)
+                output.logits = add_trainer_noise(output.logits, micro_batch["input_ids"], spec, packed)
+            return super().prepare_model_outputs(output, output_args, micro_batch, logits_processor_func)
 
         def save_checkpoint(self, local_path, hdfs_path=None, global_step=0, max_ckpt_to_keep=None, **kwargs):
             super().save_checkpoint(local_path, hdfs_path, global_step, max_ckpt_to_keep, **kwargs)

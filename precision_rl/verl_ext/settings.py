@@ -21,5 +21,9 @@ STOP_AFTER_STEP_KEY = "trainer.stop_after_step"
 # The quantized format (precision_rl.formats.QUANTIZED_FORMATS) the CPU platform's rollout engine quantizes its
 # linear layers to; unset: none (precision_rl.verl_ext.cpu.gemm).
 ROLLOUT_FORMAT_ENV = "PRECISION_RL_ROLLOUT_FORMAT"
+# The synthetic mismatch's vLLM logits processor, by the qualified name vLLM's --logits-processors takes
+# (module:class, vllm.v1.sample.logits_processor._load_logitsprocs_by_fqcns); naming it here keeps vLLM out of the
+# launcher.
+LOGIT_NOISE_PROCESSOR = "precision_rl.verl_ext.vllm_logit_noise:RolloutLogitNoise"
 # The verl release every extension here is written and tested against (the locks pin it at both scales).
 VERL_VERSION = "0.9.1"

@@ -27,8 +27,9 @@ def _records(steps: int, reward: float, sequence_kl: float) -> list[dict]:
             for s in range(1, steps + 1)]
 
 
-def _rung(label: str, rewards: list[float], dose: float) -> Rung:
-    return Rung(label, label, tuple(RunDose(f"{label}-{k}", dose, r, None, None) for k, r in enumerate(rewards)))
+def _rung(label: str, rewards: list[float], dose: float, noise: float = 0.0, control: bool = False) -> Rung:
+    return Rung(label, label, tuple(RunDose(f"{label}-{k}", dose, r, None, None) for k, r in enumerate(rewards)),
+                noise, control)
 
 
 def test_a_rung_degrades_only_where_its_band_lies_wholly_below_the_reference_s():
@@ -39,6 +40,19 @@ def test_a_rung_degrades_only_where_its_band_lies_wholly_below_the_reference_s()
         == "degrades from 0.05 nats per sequence (fp8)"
     assert "one seed only: fp4 (no band)" in verdict([reference, _rung("fp4", [0.1], 0.3)])
     assert verdict([_rung("FP16", [], 1e-3)]).startswith("no verdict")
+
+
+def test_a_synthetic_rung_is_judged_against_its_control_not_against_the_clean_rung():
+    reference = _rung("FP16", [0.80, 0.82, 0.84], 1e-5)
+    worse_sampler = [_rung("s2", [0.60, 0.62, 0.64], 2.0, noise=2), _rung("s2c", [0.61, 0.63, 0.65], 1e-5, 2, True)]
+    assert verdict([reference, *worse_sampler]) == ("no verdict: no other rung has a finished run; synthetic: no "
+                                                    "degradation against the controls resolved up to 2 nats per "
+                                                    "sequence (σ = 2)")
+    mismatch = [_rung("s3", [0.40, 0.45, 0.50], 8.0, noise=3), _rung("s3c", [0.55, 0.60, 0.62], 1e-5, 3, True)]
+    assert verdict([reference, *worse_sampler, *mismatch]).endswith(
+        "synthetic: degrades against its control from 8 nats per sequence (σ = 3)")
+    assert verdict([reference, _rung("s4", [0.1, 0.2], 20.0, noise=4)]).endswith(
+        "synthetic: no rung with a finished control")
 
 
 def test_the_ladder_figure_places_each_run_at_its_logged_dose_and_a_calibrated_run_stands_in_to_the_quick_steps(

@@ -140,6 +140,8 @@ def tree(tmp_path):
     ({"sources": {"algorithm": "paper_spec §1b row 1"}}, "sources.algorithm"),
     ({"sources": {"algorithm": "docs/sources.md#no-such-section: x"}}, "sources.algorithm"),
     ({"sources": {"algorithm": "docs/nowhere.md#tags: x"}}, "sources.algorithm"),
+    ({"hyper": {"rollout_logit_noise": -1.0}, "sources": {"algorithm": SRC, "hyper.rollout_logit_noise": SRC}},
+     "hyper.rollout_logit_noise"),
 ])
 def test_bad_specs_name_file_and_field(tree, change, field):
     root, good = tree

@@ -3,12 +3,14 @@ dataclasses, and its precision, algorithm and optimizer settings land where verl
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import pytest
 import torch
 
+from precision_rl import logit_noise as logit_noise_module
 from precision_rl import paths
 from precision_rl.config import registry
 from precision_rl.config.algorithms import UNCAPPED
@@ -16,10 +18,16 @@ from precision_rl.config.precision import VERL_QUANTIZATION, PrecisionArm
 from precision_rl.config.scale import ScaleDecision
 from precision_rl.errors import UserError
 from precision_rl.launch import runner
-from precision_rl.launch.overrides import RunContext, compose, config_name, to_dataclasses, verl_overrides
+from precision_rl.launch.overrides import (
+    RunContext,
+    compose,
+    config_name,
+    to_dataclasses,
+    verl_overrides,
+)
 from precision_rl.reward.templates import RAW_CHAT_TEMPLATE, get_template
 from precision_rl.verl_ext.rollout import stop_strings
-from precision_rl.verl_ext.settings import ROLLOUT_FORMAT_ENV
+from precision_rl.verl_ext.settings import LOGIT_NOISE_PROCESSOR, ROLLOUT_FORMAT_ENV
 
 SPECS = registry.load_all("paper")
 ARMS = [(name, arm.label) for name, spec in SPECS.items() for arm in spec.arms]
@@ -102,6 +110,21 @@ def assert_algorithm_landed(spec, cfg, dc) -> None:
     assert cfg.actor_rollout_ref.rollout.calculate_log_probs is True
 
 
+def assert_logit_noise_landed(spec, cfg, seed: int) -> None:
+    """Check that a synthetic rung hands its noise to every process and its processor to vLLM, and no other run
+    does."""
+    env = cfg.ray_kwargs.ray_init.runtime_env.env_vars
+    processors = cfg.actor_rollout_ref.rollout.engine_kwargs.vllm.get("logits_processors")
+    if not spec.hyper.rollout_logit_noise:
+        assert logit_noise_module.SIGMA_ENV not in env and processors is None
+        return
+    assert all(isinstance(env[name], str) for name in logit_noise_module.LogitNoise(1, 0).env())  # Ray takes strings only
+    carried = logit_noise_module.noise_from_env(dict(env))
+    assert carried == logit_noise_module.LogitNoise(spec.hyper.rollout_logit_noise, seed,
+                                                    bool(spec.hyper.logit_noise_in_trainer))
+    assert list(processors) == [LOGIT_NOISE_PROCESSOR]
+
+
 def assert_hyper_landed(spec, cfg, dc, seed: int = CTX.seed, metrics_path: Path = CTX.metrics_path) -> None:
     """Check the optimizer, loss and batch settings, building verl's own optimizer where it can run on CPU."""
     h, actor = spec.hyper, dc["actor"]
@@ -139,6 +162,7 @@ def assert_hyper_landed(spec, cfg, dc, seed: int = CTX.seed, metrics_path: Path 
             assert over["adam_eps"] == pytest.approx(h.eps)
     assert_schedule_landed(spec, dc["actor"].optim)
     assert_sampling_landed(spec, cfg)
+    assert_logit_noise_landed(spec, cfg, seed)
     if spec.lora:
         assert cfg.actor_rollout_ref.model.lora_rank == spec.lora.rank
         assert cfg.actor_rollout_ref.model.lora_alpha == spec.lora.alpha
@@ -198,9 +222,8 @@ def test_every_tiny_profile_composes_lands_and_fits_its_gpus(name, tmp_path, mon
 
 @pytest.mark.parametrize("name,label", ARMS, ids=[f"{n}-{a}" for n, a in ARMS])
 def test_every_arm_composes_and_lands(name, label):
-    fmt = SPECS[name].arm(label).rollout_quantization
-    if fmt is not None and fmt.name not in VERL_QUANTIZATION:
-        with pytest.raises(UserError, match=f"rollout format {fmt.name} runs at tiny scale only"):
+    if SPECS[name].runs_at_tiny_scale_only(SPECS[name].arm(label)):
+        with pytest.raises(UserError, match="runs at tiny scale only"):
             _build(name, label)
         return
     spec, arm, cfg, dc = _build(name, label)
@@ -351,3 +374,24 @@ def test_the_ablations_uniform_cells_are_sanity_grpos_runs(scale, precision):
     ablation, grpo, arm = specs["ablation/precision"], specs["sanity/grpo"], PrecisionArm(precision, precision)
     assert arm not in ablation.arms and arm in grpo.panel_arms("ablation")
     assert verl_overrides(ablation, arm, CTX) == verl_overrides(grpo, arm, CTX)
+
+
+@pytest.mark.parametrize("name", ["ladder/synthetic_s2", "ladder/synthetic_s2_control"])
+def test_a_synthetic_rung_renders_its_noise_at_tiny_scale_and_is_refused_at_paper_scale(name, tmp_path, monkeypatch):
+    monkeypatch.setenv(paths.RUNS_ENV, str(tmp_path / "runs"))
+    monkeypatch.setenv(paths.DATA_ENV, str(tmp_path / "data"))
+    spec = registry.load_experiment(name, "tiny")
+    plan = runner.plan_run(spec, spec.arms[0], TINY, runner.RunOptions(seed=7))
+    cfg, dc = runner.check_composes(plan)
+    assert_logit_noise_landed(spec, cfg, 7)
+    recorded = runner.synthetic_noise_record(plan)
+    assert recorded["sigma"] == 2.0 and recorded["synthetic"] and recorded["in_trainer"] == name.endswith("control")
+    with pytest.raises(UserError, match="the synthetic logit noise runs at tiny scale only"):
+        _build(name, "fp16")
+
+
+def test_a_control_without_noise_is_refused_in_one_line():
+    spec = registry.load_experiment("ladder/synthetic_s2_control", "tiny")
+    broken = dataclasses.replace(spec, hyper=dataclasses.replace(spec.hyper, rollout_logit_noise=None))
+    with pytest.raises(UserError, match="logit_noise_in_trainer is the control of a noised rollout"):
+        verl_overrides(broken, broken.arms[0], CTX)

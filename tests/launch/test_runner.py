@@ -118,7 +118,7 @@ def test_a_run_records_manifest_log_and_metrics(isolated):
     manifest = runs.read_manifest(run_dir)
     assert manifest["status"] == "finished" and manifest["attempts"][0]["exit_status"] == 0
     assert manifest["precision"] == {"label": "fp16", "train": "fp16", "infer": "fp16",
-                                     "rollout_quantization": None} and manifest["seed"] == 3
+                                     "rollout_quantization": None, "synthetic_logit_noise": None} and manifest["seed"] == 3
     assert manifest["run_name"] == "sanity.grpo-fp16-s3" and "git" in manifest and manifest["versions"]["verl"] == "0.9.1"
     assert any(o.endswith(str(run_dir / "metrics.jsonl")) for o in manifest["verl_overrides"])
     assert manifest["model_files"] is None and "matrix_flags" in manifest["hardware"]

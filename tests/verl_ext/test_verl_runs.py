@@ -81,7 +81,8 @@ FAMILIES = [pytest.param(e, a, marks=marks, id=f"{e}-{a}") for e, a, marks in (
 # Each group starts at the same moment, as `make sanity-fp16 & make sanity-bf16` would: all must finish, sharing
 # nothing.
 CONCURRENT = [[("sanity/grpo", "fp16"), ("sanity/grpo", "bf16")],
-              [("dense14b/dapo", "bf16"), ("lora/grpo_token_tis", "bf16")]]
+              [("dense14b/dapo", "bf16"), ("lora/grpo_token_tis", "bf16")],
+              [("ladder/synthetic_s2", "fp16"), ("ladder/synthetic_s2_control", "fp16")]]
 SAVE_EVERY_STEP = "trainer.save_freq=1"
 # Run once in the concurrent group, then again alone, SIGKILLed once step 1 is logged and resumed with RESUME=1: the
 # merged steps of its two attempts must repeat the first run's in every metric but timings.
@@ -459,3 +460,25 @@ def test_an_fp8_rollout_carries_ten_times_the_sequence_mismatch_of_an_fp16_one(v
         assert fp8[step][M.SEQUENCE_KL_K3] >= 10 * fp16[step][M.SEQUENCE_KL_K3] > 0, (step, fp8[step], fp16[step])
         assert math.isfinite(fp8[step][M.SEQUENCE_KL])
         assert fp8[step][M.PROBS_DIFF_ABS_MEAN] > fp16[step][M.PROBS_DIFF_ABS_MEAN]
+
+
+def test_a_synthetic_rung_carries_its_calibrated_dose_and_its_control_carries_none(verl_run, home):
+    """The synthetic mismatch through verl: the rollout's logits carry seeded noise (vLLM's logits processor), the
+    trainer's do not, and the per-sequence KL[μ‖π] the trainer logs is the dose the same strength carries offline on
+    the same prompts and sampling settings; in the control the trainer adds the same noise and the mismatch vanishes."""
+    from precision_rl.data.recipes import dataset_file
+    from precision_rl.mismatch.synthetic_dose import DoseSettings, measure
+    from precision_rl.tiny import data as tiny_data
+
+    rung_dir = verl_run("ladder/synthetic_s2", "fp16")
+    rung, control = _steps(rung_dir), _steps(verl_run("ladder/synthetic_s2_control", "fp16"))
+    noise = runs.read_manifest(rung_dir)["precision"]["synthetic_logit_noise"]
+    assert noise["sigma"] == 2.0 and noise["seed"] == 42 and not noise["in_trainer"]
+    train = dataset_file(home / "data", tiny_data.TRAIN_RECIPE, "train", tiny_data.TEMPLATE)
+    settings = DoseSettings(str(SHIPPED_DIR), str(train), prompts=12, n=16, temperature=TEMPERATURE, max_tokens=16,
+                            seed=42)
+    calibrated = measure(settings, (noise["sigma"],), progress=lambda line: None)[0].sequence_kl
+    logged = sum(rung[step][M.SEQUENCE_KL] for step in (1, 2)) / 2
+    assert calibrated / 2 <= logged <= 2 * calibrated, (logged, calibrated)
+    for step in (1, 2):
+        assert control[step][M.SEQUENCE_KL_K3] < 1e-3 * rung[step][M.SEQUENCE_KL_K3], (step, control[step], rung[step])
