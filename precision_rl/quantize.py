@@ -11,9 +11,6 @@ import torch
 
 from precision_rl.formats import QuantizedFormat
 
-# The non-negative values of an FP4 E2M1 element, in encoding order: the encoding's last bit is the mantissa bit.
-E2M1_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # the tests' reference
-
 
 class QuantizationError(ValueError):
     """A tensor the format's blocks cannot cover (a width the block does not divide, where the format needs it)."""

@@ -8,7 +8,6 @@ import torch
 
 from precision_rl.formats import QUANTIZED_FORMATS
 from precision_rl.quantize import (
-    E2M1_GRID,
     QuantizationError,
     quantize_activations,
     quantize_weight,
@@ -16,6 +15,7 @@ from precision_rl.quantize import (
 )
 
 FP8 = [QUANTIZED_FORMATS["fp8_e4m3"], QUANTIZED_FORMATS["fp8_e5m2"]]
+E2M1_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # every magnitude E2M1 encodes (OCP MX v1.0), the reference
 FP4 = QUANTIZED_FORMATS["fp4_e2m1"]
 
 
