@@ -108,6 +108,16 @@ def parse_arm(text: str) -> PrecisionArm:
     )
 
 
+def paper_scale_refusal(arm: PrecisionArm) -> str | None:
+    """Return why the paper scale cannot run the rollout format of ``arm`` (one that verl 0.9.1 does not quantize
+    to), or None when it can."""
+    fmt = arm.rollout_quantization
+    if fmt is None or fmt.name in VERL_QUANTIZATION:
+        return None
+    return (f"rollout format {fmt.name} runs at tiny scale only: verl 0.9.1 quantizes the rollout to "
+            f"{', '.join(VERL_QUANTIZATION)} alone (actor_rollout_ref.rollout.quantization)")
+
+
 def rollout_quantization_overrides(arm: PrecisionArm, scale: str) -> list[str]:
     """Return the overrides that quantize the rollout of ``arm`` at ``scale`` (none for a floating-point rollout).
 
@@ -120,9 +130,8 @@ def rollout_quantization_overrides(arm: PrecisionArm, scale: str) -> list[str]:
     if fmt is None:
         return []
     if scale == PAPER:
-        if fmt.name not in VERL_QUANTIZATION:
-            raise UserError(f"rollout format {fmt.name} runs at tiny scale only: verl 0.9.1 quantizes the rollout to "
-                            f"{', '.join(VERL_QUANTIZATION)} alone (actor_rollout_ref.rollout.quantization)")
+        if (refusal := paper_scale_refusal(arm)) is not None:
+            raise UserError(refusal)
         return [f"actor_rollout_ref.rollout.quantization={VERL_QUANTIZATION[fmt.name]}"]
     return [f"+ray_kwargs.ray_init.runtime_env.env_vars.{ROLLOUT_FORMAT_ENV}={fmt.name}"]
 

@@ -22,7 +22,7 @@ from pydantic.dataclasses import dataclass
 
 from precision_rl.config import docs_refs
 from precision_rl.config.algorithms import ALGORITHMS, NEEDS_IS_THRESHOLD
-from precision_rl.config.precision import PRECISIONS, ROLLOUT_FORMATS, VERL_QUANTIZATION, PrecisionArm
+from precision_rl.config.precision import PRECISIONS, ROLLOUT_FORMATS, PrecisionArm, paper_scale_refusal
 from precision_rl.config.scale import PAPER, SCALES
 from precision_rl.errors import SpecError, UserError
 from precision_rl.paths import EXPERIMENTS_DIR
@@ -329,11 +329,16 @@ class ExperimentSpec:
         refs = [r for r in self.paper if r.panel == panel]
         return [a for a in self.arms if any(r.precision is None or a.train == a.infer == r.precision for r in refs)]
 
+    def noise_refusal(self) -> str | None:
+        """Return why the paper scale cannot run this experiment's synthetic logit noise, or None without noise."""
+        if not self.hyper.rollout_logit_noise:
+            return None
+        return "the synthetic logit noise runs at tiny scale only (no GPU run of it was ever checked)"
+
     def runs_at_tiny_scale_only(self, arm: PrecisionArm) -> bool:
         """Return True when the paper scale refuses ``arm`` before composing it: a rollout format verl 0.9.1 does not
-        quantize to, or the synthetic logit noise."""
-        fmt = arm.rollout_quantization
-        return bool(self.hyper.rollout_logit_noise) or (fmt is not None and fmt.name not in VERL_QUANTIZATION)
+        quantize to (``paper_scale_refusal``), or the synthetic logit noise (``noise_refusal``)."""
+        return self.noise_refusal() is not None or paper_scale_refusal(arm) is not None
 
     @property
     def scale_arms(self) -> tuple[PrecisionArm, ...]:

@@ -198,8 +198,7 @@ def logit_noise(spec: ExperimentSpec, seed: int) -> LogitNoise | None:
         raise UserError(f"{spec.name}: only the FSDP engine adds the control's logit noise "
                         "(precision_rl.verl_ext.engine); use backend fsdp")
     if spec.scale == PAPER:
-        raise UserError(f"{spec.name}: the synthetic logit noise runs at tiny scale only (no GPU run of it was ever "
-                        "checked)")
+        raise UserError(f"{spec.name}: {spec.noise_refusal()}")
     return LogitNoise(h.rollout_logit_noise, seed, bool(h.logit_noise_in_trainer))
 
 

@@ -62,6 +62,13 @@ class DoseSettings:
     seed: int
 
 
+def shown_model(model: str) -> str:
+    """Return ``model`` as a record names it: relative to the repository when the folder lies inside it, so that a
+    committed calibration names no one's home directory."""
+    path = Path(model).resolve()
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else model
+
+
 def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     width = max(len(p) for p in prompts)
     ids = torch.full((len(prompts), width), pad_id, dtype=torch.int64)
@@ -126,8 +133,13 @@ def measure(settings: DoseSettings, sigmas: tuple[float, ...], progress=print) -
 
         ensure_datasets(SHIPPED_DIR)
     frame = pd.read_parquet(data_path(settings.data)).head(settings.prompts)
-    tokenizer = AutoTokenizer.from_pretrained(settings.model)
-    model = AutoModelForCausalLM.from_pretrained(settings.model, dtype=torch.float32).eval()
+    if not (Path(settings.model) / "config.json").is_file():
+        raise UserError(f"--model {settings.model!r} is no model folder (a folder with config.json and the tokenizer)")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(settings.model)
+        model = AutoModelForCausalLM.from_pretrained(settings.model, dtype=torch.float32).eval()
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load model {settings.model!r}: {str(exc).splitlines()[0]}") from None
     prompts, truths, templates = [], [], []
     for _, row in frame.iterrows():
         chat = [dict(m) for m in row["prompt"]]
@@ -199,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"{p.mean_tokens:.1f}", f"{p.accuracy:.3f}"] for p in points],
                        ["sigma", "KL[mu||pi]/seq", "± sem", "k3/seq", "tokens/seq", "accuracy"], floatfmt=""))
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out, {"settings": asdict(settings), "command": [*COMMAND.split(), *(argv or sys.argv[1:])],
+    atomic_write_json(out, {"settings": asdict(settings) | {"model": shown_model(settings.model)}, "command": [*COMMAND.split(), *(argv or sys.argv[1:])],
                             "hardware": hardware(), "points": [asdict(p) for p in points]})
     print(f"wrote {out}")
     return 0

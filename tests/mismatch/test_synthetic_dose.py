@@ -39,6 +39,7 @@ def test_the_tool_writes_its_settings_and_never_overwrites(parquet, tmp_path, ca
     argv = ["--sigmas", "1", "--data", str(parquet), "--prompts", "2", "--n", "2", "--max-tokens", "4", "--out", str(out)]
     assert D.main(argv) == 0
     written = json.loads(out.read_text())
+    assert written["settings"]["model"] == "precision_rl/tiny/base_model", "a record names a repository folder relatively"
     assert written["settings"]["prompts"] == 2 and [p["sigma"] for p in written["points"]] == [1.0]
     assert written["command"][-len(argv):] == argv and "cpu" in json.dumps(written["hardware"]).lower()
     before = out.read_text()
@@ -52,3 +53,17 @@ def test_a_bad_strength_is_one_line_listing_what_is_accepted(sigmas, tmp_path, c
     assert D.main(["--sigmas", sigmas, "--out", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "comma-separated strengths >= 0" in err[0]
+
+
+@pytest.mark.parametrize("folder", ["missing", "empty", "corrupt"])
+def test_a_folder_that_holds_no_loadable_model_is_one_line(folder, parquet, tmp_path, capsys):
+    model = tmp_path / folder
+    if folder != "missing":
+        model.mkdir()
+    if folder == "corrupt":
+        (model / "config.json").write_text("{not json")
+    argv = ["--model", str(model), "--data", str(parquet), "--prompts", "1", "--n", "1", "--out", str(tmp_path / "x.json")]
+    assert D.main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(model) in err[0]
+    assert not (tmp_path / "x.json").exists()
