@@ -23,7 +23,7 @@ LOGS_DIR = RESULTS_DIR / "logs"
 # `make check` places a run in the band of the committed runs of its configuration, here and in results/logs.
 REFERENCE_DIR = RESULTS_DIR / "reference"
 # Committed logs of the tiny profile's calibration runs (extra overrides, often stopped before the end), which
-# docs/tiny.md cites: kept so that its tables can be read again from logs; no figure, table or check reads them.
+# results/calibration/NOTES.md describes: kept so that its tables can be read again from logs; no figure, table or check reads them.
 CALIBRATION_DIR = RESULTS_DIR / "calibration"
 # The committed dose of each synthetic logit-noise strength (precision_rl.mismatch.synthetic_dose).
 SYNTHETIC_DOSE_FILE = CALIBRATION_DIR / "synthetic_dose.json"

@@ -97,7 +97,8 @@ MISMATCH_FACTOR = 3.0
 # The gate's mismatch statistics, each the median over a run's steps of a per-step value (the committed runs read up
 # to the run's last step). The per-step median |log π − log μ| is robust from the first step. verl's per-step token
 # means are heavy-tailed: over 30 sampling seeds of the 2-step test's batch on one CPU, k3 spans 123x in BF16 and 72x
-# in FP16, while the median |log ratio| spans 1.4x and 1.7x (docs/tiny.md#the-mismatch-across-cpu-kinds). Their
+# in FP16, while the median |log ratio| spans 1.4x and 1.7x (results/calibration/NOTES.md,
+# "The mismatch across CPU kinds, measured"). Their
 # median over steps is gated only once a run has HEAVY_TAIL_MIN_STEPS steps, so that one ill-conditioned token cannot
 # decide it.
 REGRESSION_STATS = {"abs_log_ratio_median": M.ABS_LOG_RATIO_MEDIAN_Q, **STATS}
@@ -106,11 +107,11 @@ HEAVY_TAIL_MIN_STEPS = 5
 # A run on other numerics than the committed run of its seed reproduces it when its per-step training reward stays
 # closer to it than this fraction of the committed seeds' distance from each other (RMS over common steps). Measured
 # across CPU vendors: per-step reward sd 0.010 between an Intel and an AMD run of one seed, 0.034 between seeds
-# (docs/tiny.md, "Across CPU vendors").
+# (results/calibration/NOTES.md, "Across CPU vendors").
 DRIFT_FRACTION = 0.5
 # A run's training reward and held-out accuracy, step by step, may lie this far outside the min–max of the committed
 # seeds at that step: three times the per-step reward sd measured between runs of one seed on two CPU kinds (0.010,
-# docs/tiny.md, "Across CPU vendors"), so that a rerun of a committed seed on any CPU stays inside.
+# results/calibration/NOTES.md, "Across CPU vendors"), so that a rerun of a committed seed on any CPU stays inside.
 BAND_TOLERANCE = 0.03
 
 

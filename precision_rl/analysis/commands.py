@@ -367,7 +367,7 @@ def add_parsers(sub) -> None:
                            "never read them")
     kind.add_argument("--calibration", action="store_true",
                       help="publish as a calibration run into results/calibration/ (default --out): any status, any "
-                           "overrides; docs/tiny.md cites them, nothing else reads them")
+                           "overrides; results/calibration/NOTES.md describes them, nothing else reads them")
     publish.add_argument("--retire", action="store_true",
                          help="first remove the published runs of the same experiments from another configuration "
                               "(an older profile; git history keeps them)")

@@ -119,11 +119,10 @@ COMPARISON_COLUMNS = (
 # --------------------------------------------------------------------------------------------- the paper's values
 
 def cites_docs(text: str) -> str:
-    """Return ``text`` if it cites a heading under docs/, else raise ValueError."""
+    """Return ``text`` if it cites a section of the project's docs (``docs/<file>.md#<section>``; that the section
+    exists is tests/config/test_docs_refs.py's to check, so that loading reads no docs), else raise ValueError."""
     if not docs_refs.references(text):
         raise ValueError("must cite a section of the project's docs as docs/<file>.md#<section>")
-    if missing := docs_refs.unresolved(text):
-        raise ValueError(f"cites {', '.join(missing)}, which is not a heading under docs/")
     return text
 
 

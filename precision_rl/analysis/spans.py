@@ -1,4 +1,4 @@
-"""A run's statistics over a range of its steps (``python -m precision_rl span``): what docs/tiny.md quotes for a
+"""A run's statistics over a range of its steps (``python -m precision_rl span``): what results/calibration/NOTES.md quotes for a
 run trained in parts, each part a range of steps.
 
 Per run: the training reward per step (mean and sd over the range), its trailing mean over ``series.TRAIL_WINDOW``

@@ -1,7 +1,9 @@
 """References into the project's own documentation (``docs/<file>.md#<section>``) and whether they resolve.
 
 Experiment files cite where each value comes from by such a reference; a reference resolves when the file exists
-under ``docs/`` and one of its headings has that anchor, computed as GitHub computes heading anchors.
+under ``docs/`` and one of its headings has that anchor, computed as GitHub computes heading anchors. Loading an
+experiment checks only that a source cites one (``references``); that each resolves is checked by the test suite
+(tests/config/test_docs_refs.py), so that editing a page of docs/ cannot break loading an experiment.
 """
 
 from __future__ import annotations

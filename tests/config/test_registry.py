@@ -7,8 +7,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from precision_rl.config import registry
+from precision_rl.config import docs_refs, registry
+from precision_rl.config.scale import SCALES
 from precision_rl.errors import SpecError, UserError
+from precision_rl.paths import DOCS_DIR
 
 SANITY_ALGOS = ["grpo", "grpo_token_tis", "grpo_seq_mis", "gspo", "pg_seq_is", "pg_seq_mis", "pg_seq_tis"]
 
@@ -138,8 +140,6 @@ def tree(tmp_path):
       "sources": {"algorithm": SRC, "hyper.val_only": SRC, "hyper.val_before_train": SRC}}, "hyper.val_only"),
     ({"extends": "_base/nope.yaml"}, "extends"),
     ({"sources": {"algorithm": "paper_spec §1b row 1"}}, "sources.algorithm"),
-    ({"sources": {"algorithm": "docs/sources.md#no-such-section: x"}}, "sources.algorithm"),
-    ({"sources": {"algorithm": "docs/nowhere.md#tags: x"}}, "sources.algorithm"),
     ({"hyper": {"rollout_logit_noise": -1.0}, "sources": {"algorithm": SRC, "hyper.rollout_logit_noise": SRC}},
      "hyper.rollout_logit_noise"),
 ])
@@ -150,6 +150,21 @@ def test_bad_specs_name_file_and_field(tree, change, field):
         registry.load_experiment("fam/exp", root=root)
     assert err.value.field == field and err.value.path.endswith("fam/exp.yaml")
     assert str(err.value).startswith(f"{root.name}/fam/exp.yaml: field '{field}'")
+
+
+def test_loading_an_experiment_reads_no_docs(monkeypatch):
+    """A citation's section is checked by tests/config/test_docs_refs.py, never at load time: editing a page of docs/
+    cannot break loading an experiment."""
+    docs_refs.anchors.cache_clear()
+    read_text = Path.read_text
+
+    def refuse_docs(path, *args, **kwargs):
+        assert not Path(path).resolve().is_relative_to(DOCS_DIR.resolve()), f"loading read {path}"
+        return read_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", refuse_docs)
+    for scale in SCALES:
+        assert registry.load_all(scale)
 
 
 def test_missing_field_is_named(tree):
