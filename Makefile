@@ -2,32 +2,84 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
+# Settings: every variable this Makefile reads, declared once here. Each `#>` line gives its values and meaning;
+# `make help` lists them, `make help-all` explains each (tests/test_makefile.py holds the list to the Makefile).
+#> PYTHON_BASE=python3.11       the Python that creates the virtual environment
 PYTHON_BASE ?= python3.11
+#> VENV=.venv                   the virtual environment's folder
 VENV ?= .venv
-PY := $(VENV)/bin/python
-# Extra index for torch==2.13.0+cpu on machines without a local wheel, e.g.
-#   make setup TORCH_INDEX=https://download.pytorch.org/whl/cpu
+#> TORCH_INDEX=<url>            an extra pip index for torch==2.13.0+cpu, e.g. https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
+#> EXP=<name|glob ...>          experiments from the registry (make list); empty: every one, where a target takes all
+EXP ?=
+#> PRECISION=fp16|bf16|fp32|train_<f>-infer_<f>  one precision arm (empty: every arm of the experiment)
+PRECISION ?=
+#> SEED=42                      the seed of one run (a non-negative integer)
+SEED ?= 42
+#> SEEDS='42 1 7'               the seeds of make grid and make mismatch-spread (empty: each experiment's own)
+SEEDS ?=
+#> SCALE=auto|paper|tiny        paper: verl + vLLM on GPUs; tiny: the CPU instrument; auto: paper where a CUDA GPU is
+SCALE ?= auto
+#> PROFILE=quick|calibrated     the tiny scale's profile (docs/tiny.md#profiles); targets that read runs: all if unset
+PROFILE ?= quick
+#> PANEL=<panel>                only the runs feeding one figure panel, e.g. fig4
+PANEL ?=
+#> GPUS=<n>                     GPUs per node of a paper-scale run (a positive integer; empty: the experiment's)
+GPUS ?=
+#> NNODES=<n>                   nodes of a paper-scale run (a positive integer; empty: the experiment's)
+NNODES ?=
+#> EXTRA='key=value ...'        extra verl Hydra overrides, recorded in the manifest
+EXTRA ?=
+#> DRY_RUN=1                    print the verl command without running it (flags take 1 true yes 0 false no)
+DRY_RUN ?=
+#> RESUME=1                     continue the newest run of each arm from its last checkpoint
+RESUME ?=
+#> LOGGERS=console,file         verl's trainer.logger (wandb needs an account)
+LOGGERS ?= console,file
+#> WATCHDOG=<seconds>           stop a run that logs no step for this long (0: never; empty: the suite's default)
+WATCHDOG ?=
+#> RUNS_DIR=runs                where local runs go (the environment's PRECISION_RL_RUNS where set)
+RUNS_DIR ?= $(or $(PRECISION_RL_RUNS),runs)
+#> REBUILD=1                    make tiny-model: retrain the shipped base model and compare it with the shipped bytes
+REBUILD ?=
+#> REFILTER=1                   make tiny-model: redraw the sanity problem list with the shipped model
+REFILTER ?=
+#> STEP=<n>                     make heldout: the checkpoint step (empty: the run's last)
+STEP ?=
+#> RETIRE=1                     make publish: first remove published runs of an older configuration
+RETIRE ?=
+#> RESULT='<folder> ...'        make publish-mismatch: the offline results to publish
+RESULT ?=
+#> DATA='<recipe> ...'          make data: the recipes to build (make mismatch: tiny, a recipe or a parquet)
+DATA ?=
+#> SOURCE=<path>                make data: a local copy of the source instead of a download
+SOURCE ?=
+#> OVERWRITE=1                  make data and make mismatch: replace existing outputs
+OVERWRITE ?=
+#> WANDB_CSV='a.csv ...'         wandb exports to read beside the local runs (make collect, figures, tables)
+WANDB_CSV ?=
+#> WANDB_SCALE=paper|tiny       the scale the wandb exports ran at
+WANDB_SCALE ?= paper
+#> MODEL=<hf id|path>           the offline mismatch tools' model (empty: the shipped tiny model on a CPU, R1-Distill-1.5B on a GPU)
+MODEL ?=
+#> DTYPES='bf16 fp16'           the offline mismatch tools' formats
+DTYPES ?= bf16 fp16
+#> N=<n>                        make mismatch: samples per prompt (empty: the tool's CPU/GPU default)
+N ?=
+#> MAX_TOKENS=<n>               make mismatch: the longest response (empty: the tool's CPU/GPU default)
+MAX_TOKENS ?=
+#> PAIRS=self|all|<a>-<b>,...   make mismatch: which rollout/trainer format pairs to compare
+PAIRS ?= self
+#> ARGS='...'                   the arguments of a study tool (solve-rates, synthetic-dose, mismatch-spread)
+ARGS ?=
+#> BENCH_ARGS='...'             the arguments of make bench-tiny, e.g. '--seeds 42 1 7 --rerun'
+BENCH_ARGS ?=
+
+PY := $(VENV)/bin/python
 PIP_INDEX_FLAGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
 STAMP := $(VENV)/.stamp-cpu
 REQS := requirements/cpu-torch.txt requirements/cpu.lock requirements/verl.lock
 LOCK_TARGET := --python-platform x86_64-manylinux_2_28 --generate-hashes --quiet
-
-SCALE ?= auto
-# The tiny scale's profile: quick (the calibrated run's first steps) or calibrated (the whole run): docs/tiny.md#profiles.
-PROFILE ?= quick
-SEED ?= 42
-EXP ?=
-# PANEL keeps only the runs feeding one figure panel (e.g. fig4).
-PANEL ?=
-GPUS ?=
-NNODES ?=
-EXTRA ?=
-DRY_RUN ?=
-RESUME ?=
-LOGGERS ?= console,file
-PRECISION ?=
-WATCHDOG ?=
 
 # Every variable's value is checked here, before any target runs: a wrong one is one line and exit 2.
 FLAG_VALUES := 1 true yes 0 false no
@@ -77,14 +129,19 @@ endef
 help: ## Show this help (make help-all: every target)
 	@echo "precision-rl - reproduce 'Defeating the Training-Inference Mismatch via FP16' (arXiv 2510.26788)"
 	@echo
-	@echo "Usage: make <target> [EXP=<name|glob>] [PRECISION=fp16|bf16|...] [SEED=42] [SCALE=auto|paper|tiny]"
-	@echo "                     [PROFILE=quick|calibrated] [DRY_RUN=1] [RESUME=1] [EXTRA='k=v ...'] [GPUS=8] [NNODES=1]"
+	@echo "Usage: make <target> [VARIABLE=value ...]"
 	@echo
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  %-16s %s\n", $$1, $$2}'
+	@echo
+	@echo "Variables (make help-all says what each does):"
+	@sed -n 's/^#> //p' $(firstword $(MAKEFILE_LIST)) | sed -E 's/ {2,}.*//' | tr '\n' ' ' | fold -s -w 116 | sed 's/^/  /'; echo
 
 help-all: ##- Every target, the shortcuts and tools included
 	@echo "Every target (make help: the main ones and the variables)"
 	@grep -hE '^[a-zA-Z0-9_-]+:.*##[-]? ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*##-? "}; {printf "  %-18s %s\n", $$1, $$2}'
+	@echo
+	@echo "Variables"
+	@sed -n 's/^#> /  /p' $(firstword $(MAKEFILE_LIST))
 
 $(STAMP): $(REQS)
 	@test -x $(PY) || $(PYTHON_BASE) -m venv $(VENV)
@@ -129,8 +186,6 @@ show: $(STAMP) ## Print one experiment's resolved spec: make show EXP=sanity/grp
 run: $(STAMP) ## Run experiment(s) once per arm: make run EXP=sanity/grpo [PRECISION=fp16] [SEED=42] [SCALE=tiny]
 	@$(LAUNCH) $(EXP_ARGS) $(if $(PRECISION),--precision $(PRECISION)) $(if $(PANEL),--panel $(PANEL))
 
-# SEEDS overrides the seeds each experiment names.
-SEEDS ?=
 GRID_FLAGS = --scale $(SCALE) --profile $(PROFILE) --loggers $(LOGGERS) $(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
 	$(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(EXTRA),--extra '$(EXTRA)') $(if $(WATCHDOG),--watchdog $(WATCHDOG)) \
 	$(if $(PRECISION),--precision $(PRECISION)) $(if $(SEEDS),--seeds '$(SEEDS)')
@@ -200,9 +255,6 @@ clean-venv: ##- Remove .venv (runs/, data/ and paper_figures/ are kept)
 
 # --- data recipes and the paper's grader ---
 .PHONY: data bench-grader
-DATA ?=
-SOURCE ?=
-OVERWRITE ?=
 
 data: $(STAMP) ## Build datasets as verl parquet under data/ [DATA='sanity aime24'] [SOURCE=path] [OVERWRITE=1]
 	@$(PY) -m precision_rl data $(DATA) $(if $(SOURCE),--source '$(SOURCE)') \
@@ -218,13 +270,10 @@ bench-grader: $(STAMP) ##- Measure the grader's throughput on the shared MATH500
 # Only `make published-results` writes committed files, and it reads results/logs alone.
 .PHONY: collect figures tables check check-published publish publish-calibration publish-mismatch published-results bench-analysis \
 	_analysis-always
-RUNS_DIR ?= $(or $(PRECISION_RL_RUNS),runs)
 RESULTS := results
 LOGS_DIR := $(RESULTS)/logs
 LOCAL_OUT := $(RUNS_DIR)/_analysis
 PUBLISHED_FIGURES := paper_figures
-WANDB_CSV ?=
-WANDB_SCALE ?= paper
 FIGURES := fig1_training_reward fig2_eval_accuracy fig3_mismatch_dynamics fig4_fp16_algorithms \
 	fig5_offline_mismatch ablation_precision ablation_fork_changes effect_mismatch_scaling effect_mismatch_ladder
 ANALYSIS_CODE := $(addprefix precision_rl/,metrics.py fileio.py paths.py cli.py launch/runs.py) \
@@ -300,11 +349,6 @@ bench-analysis: | $(STAMP) ##- Benchmark: 1,000,000 synthetic metric values -> t
 # --- offline mismatch ---
 # make mismatch [MODEL=<hf id|path>] [DATA=tiny|<recipe>|<parquet>] [DTYPES="bf16 fp16"] [N=8] [MAX_TOKENS=128]
 #               [PAIRS=self|all|bf16-fp16,...] [OVERWRITE=1]; empty values take the CPU/GPU defaults of the tool.
-MODEL ?=
-DTYPES ?= bf16 fp16
-N ?=
-MAX_TOKENS ?=
-PAIRS ?= self
 MISMATCH_FLAGS = --dtypes '$(DTYPES)' --pairs '$(PAIRS)' $(if $(MODEL),--model '$(MODEL)') \
 	$(if $(DATA),--data '$(DATA)') $(if $(N),--n $(N)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS)) \
 	$(if $(filter 1 true yes,$(OVERWRITE)),--overwrite)

@@ -128,3 +128,31 @@ def test_make_ladder_runs_the_fp16_rollout_then_the_mxfp4_one_and_refuses_other_
     assert refused.returncode == 2 and "make ladder runs sanity/grpo fp16 and ladder/grpo" in refused.stderr
     paper = make("ladder", "SCALE=paper", "DRY_RUN=1")
     assert paper.returncode != 0 and "rollout format fp4_e2m1 runs at tiny scale only" in paper.stderr
+
+
+MAKE_BUILTINS = {"MAKEFILE_LIST", "MAKECMDGOALS", "MAKE", "CURDIR", "SHELL", "PYTHONPATH"}
+ENVIRONMENT_ONLY = {"PRECISION_RL_RUNS"}  # read through RUNS_DIR, whose line names it
+RETIRED = {"ALGO", "GRID", "RUN"}  # read only to refuse them in one line
+
+
+def test_every_variable_the_makefile_reads_is_declared_at_the_top_and_listed_by_make_help():
+    text = (REPO_ROOT / "Makefile").read_text()
+    read = set(re.findall(r"\$\(([A-Z][A-Z0-9_]*)\)", text))
+    for names in re.findall(r"\$\(foreach v,([A-Z_ ]+),", text):
+        read |= set(names.split())
+    internal = set(re.findall(r"^([A-Z][A-Z0-9_]*)\s*(?::=|\+=|=)", text, re.M))
+    # Variables a macro defines per view: $(1)_TABLE with $(1) = LOCAL or PUBLISHED.
+    internal |= {f"{view}{suffix}" for view in ("LOCAL", "PUBLISHED")
+                 for suffix in re.findall(r"^\$\(1\)(_[A-Z_]+)\s*(?::=|=)", text, re.M)}
+    settings = read - internal - MAKE_BUILTINS - ENVIRONMENT_ONLY - RETIRED
+    documented = re.findall(r"^#> ([A-Z][A-Z0-9_]*)=", text, re.M)
+    assert len(documented) == len(set(documented)), "a variable is documented twice"
+    assert settings <= set(documented), f"read but not declared with a `#>` line: {sorted(settings - set(documented))}"
+    first_settings_line = text.index("\n#> ")
+    for name in documented:
+        declared = re.search(rf"^{name} \?=", text, re.M)
+        assert declared and declared.start() > first_settings_line, f"{name} has no `?=` declaration in the settings block"
+        assert len(re.findall(rf"^{name} \?=", text, re.M)) == 1, f"{name} is declared twice"
+    listed = make("help").stdout
+    for name in documented:
+        assert f"{name}=" in listed, f"make help does not list {name}"
