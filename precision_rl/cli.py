@@ -1,7 +1,7 @@
 """The one command line: ``python -m precision_rl <command>``; every user error is one line and exit 2.
 
-Runs: list, show, run, grid, data, mismatch, tiny-model, heldout. Analysis (``analysis/commands.py``): collect, figure,
-figures, tables, check, span, bench-analysis. The Makefile and the scripts under ``analysis/`` call these.
+``--help`` lists every command from the parsers themselves (the analysis commands are ``analysis/commands.py``'s).
+The Makefile and the scripts under ``analysis/`` call these; the few tools with a main of their own are ``TOOLS``.
 """
 
 from __future__ import annotations
@@ -260,9 +260,25 @@ def cmd_heldout(args) -> int:
     return 0
 
 
+# Tools with a main of their own (``python -m <module>``), each behind a Make target; --help names them.
+TOOLS = {
+    "precision_rl.analysis.profile_times": "the README's profile-times block (make published-results)",
+    "precision_rl.analysis.instrument_card": "docs/tiny.md's instrument numbers (make published-results)",
+    "precision_rl.mismatch.batch_spread": "a small batch's mismatch over sampling seeds (make mismatch-spread)",
+    "precision_rl.mismatch.bench": "the mismatch tool's benchmark (make bench-mismatch)",
+    "precision_rl.mismatch.long_answers": "mismatch of a long-answer tiny model (make mismatch-long)",
+    "precision_rl.mismatch.synthetic_dose": "each synthetic logit-noise strength's dose (make synthetic-dose)",
+    "precision_rl.mismatch.width": "mismatch of wider tiny models (make mismatch-width)",
+    "precision_rl.tiny.solve_rates": "success rate by chain length of a tiny model (make solve-rates)",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the argument parser of the command line."""
-    parser = argparse.ArgumentParser(prog="precision_rl", description=__doc__)
+    tools = "\n".join(f"  python -m {module:<40} {about}" for module, about in TOOLS.items())
+    parser = argparse.ArgumentParser(prog="precision_rl", description=__doc__.split("\n\n")[0],
+                                     epilog=f"tools with a main of their own:\n{tools}",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="print the experiment registry as a table").set_defaults(func=cmd_list)
     fields = sub.add_parser("fields", help="print every experiment field with the verl keys it renders to")

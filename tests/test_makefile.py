@@ -156,3 +156,16 @@ def test_every_variable_the_makefile_reads_is_declared_at_the_top_and_listed_by_
     listed = make("help").stdout
     for name in documented:
         assert f"{name}=" in listed, f"make help does not list {name}"
+
+
+def test_every_module_main_the_makefile_calls_is_named_in_the_cli_help():
+    from precision_rl.cli import TOOLS, build_parser
+
+    text = (REPO_ROOT / "Makefile").read_text()
+    called = set(re.findall(r"-m (precision_rl\.[\w.]+)", text))
+    assert called == set(TOOLS), f"called but not in cli.TOOLS: {called - set(TOOLS)}; gone: {set(TOOLS) - called}"
+    shown = build_parser().format_help()
+    for module, about in TOOLS.items():
+        assert module in shown
+        target = re.search(r"make ([\w-]+)\)$", about).group(1)
+        assert re.search(rf"^{target}:", text, re.M), f"{module} names make {target}, which is no target"
