@@ -227,8 +227,8 @@ def cmd_publish(args) -> int:
     matching run into results/calibration/); return 0."""
     from fnmatch import fnmatchcase
 
-    from precision_rl.analysis.logs import (
-        find_run_dirs,
+    from precision_rl.analysis.logs import find_run_dirs
+    from precision_rl.analysis.publish import (
         publish_calibration_runs,
         publish_problem,
         publish_runs,

@@ -7,7 +7,7 @@ import warnings
 import pytest
 
 from precision_rl import metrics as M
-from precision_rl.analysis import checks, logs
+from precision_rl.analysis import checks, logs, publish
 from precision_rl.analysis.synthetic import write_run
 from precision_rl.cli import main
 from precision_rl.errors import UserError
@@ -249,7 +249,7 @@ def test_the_regression_gate_places_a_run_in_the_committed_band_and_wants_a_repe
     _gate_run(mine, 9, [0.2] * 6, 1e-5, stamp="20260303T000000Z")
     copies = tmp_path / "with-copy"
     shutil.copytree(committed, copies)
-    logs.publish_runs(logs.run_dirs_under(mine), copies)
+    publish.publish_runs(logs.run_dirs_under(mine), copies)
     with_copy = logs.load_runs([copies], progress=False)
     own = {r.rule: r for r in checks.run_checks(logs.load_runs([mine], progress=False), reference=with_copy)}
     assert own["regression/reward"].status == "fail" and "s9-" not in own["regression/reward"].note
@@ -436,9 +436,9 @@ def test_publishing_refuses_a_tiny_run_of_another_instrument(tmp_path):
                       manifest={"tiny_instrument": {"model_weights_sha256": "0" * 64, "problem_list_sha256": "1"}})
     shipped = write_run(tmp_path / "runs", "tiny", "sanity/grpo", "fp16", 7, records)
     with pytest.raises(UserError, match="retired 12-problem instrument"):
-        logs.publish_runs([retired], tmp_path / "out")
+        publish.publish_runs([retired], tmp_path / "out")
     with pytest.raises(UserError, match="other model weights"):
-        logs.publish_runs([other], tmp_path / "out")
-    assert logs.publish_runs([shipped], tmp_path / "out")
+        publish.publish_runs([other], tmp_path / "out")
+    assert publish.publish_runs([shipped], tmp_path / "out")
     assert not (tmp_path / "out/tiny/sanity/grpo/fp16" / retired.name).exists()
-    assert logs.publish_problem(runs.read_manifest(retired), registered_only=False) is None  # reference runs
+    assert publish.publish_problem(runs.read_manifest(retired), registered_only=False) is None  # reference runs

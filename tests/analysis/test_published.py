@@ -12,7 +12,8 @@ import pytest
 from precision_rl import paths
 from precision_rl.analysis import inference_table, mismatch_scaling, pairs, paper_compare, progress, tables
 from precision_rl.analysis.figures import RUN_SOURCES, FigureData, draw_figure
-from precision_rl.analysis.logs import load_runs, publish_runs, retire_superseded, run_dirs_under
+from precision_rl.analysis.logs import load_runs, run_dirs_under
+from precision_rl.analysis.publish import publish_runs, retire_superseded
 from precision_rl.analysis.synthetic import run_records, write_run
 from precision_rl.cli import main
 from precision_rl.config.scale import SCALES

@@ -31,7 +31,8 @@ import torch
 from precision_rl import cli, paths
 from precision_rl import metrics as M
 from precision_rl.analysis import checks
-from precision_rl.analysis.logs import load_committed_tables, load_run_dir, load_runs, publish_runs, run_dirs_under
+from precision_rl.analysis.logs import load_committed_tables, load_run_dir, load_runs, run_dirs_under
+from precision_rl.analysis.publish import publish_runs
 from precision_rl.launch import runs
 from precision_rl.launch.overrides import ROLLOUT
 from precision_rl.launch.supervise import SHM_DIR
