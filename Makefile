@@ -331,11 +331,12 @@ check-published: $(PUBLISHED_TABLE) | $(STAMP) ##- Judge the published runs (res
 publish: | $(STAMP) ## Copy finished runs' logs into results/logs/ (committed): make publish [EXP='sanity/*'] [RETIRE=1: first remove published runs of an older configuration]
 	@$(PY) -m precision_rl publish $(EXP_ARGS) $(if $(filter 1 true yes,$(RETIRE)),--retire) $(PROFILE_FILTER)
 
-published-results: $(PUBLISHED_TABLE) | $(STAMP) ##- Redraw the committed figures, results/*.md and the results blocks of README.md and docs/tiny.md from results/logs alone (after make publish)
+published-results: $(PUBLISHED_TABLE) | $(STAMP) ##- Redraw the committed figures, results/*.md and the results blocks of README.md, docs/tiny.md and experiments/*/README.md from results/logs alone (after make publish)
 	@$(PY) -m precision_rl figures $(PUBLISHED_SOURCE) --out $(PUBLISHED_FIGURES) --profile calibrated
 	@$(PY) -m precision_rl tables $(PUBLISHED_SOURCE) --readme $(RESULTS)/README.md
 	@$(PY) -m precision_rl.analysis.profile_times --readme README.md > /dev/null
 	@$(PY) -m precision_rl.analysis.instrument_card --doc docs/tiny.md > /dev/null
+	@$(PY) -m precision_rl.analysis.family_readmes --write > /dev/null
 
 publish-calibration: | $(STAMP) ##- Copy calibration runs' logs (any status, extra overrides) into results/calibration/ (committed, cited by docs/tiny.md): PRECISION_RL_RUNS=<scratch runs> make publish-calibration [EXP=sanity/grpo]
 	@$(PY) -m precision_rl publish --calibration $(EXP_ARGS)
