@@ -123,7 +123,7 @@ endef
 
 
 .PHONY: tiny-model heldout solve-rates bench bench-tiny bench-vllm-gemm
-.PHONY: run grid help help-all setup lock test test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity \
+.PHONY: run grid help help-all setup lock test test-record test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity \
 	fp16-comparison octothinker lora moe dense14b ablation fork-ablation eval-precision ladder clean-venv
 
 help: ## Show this help (make help-all: every target)
@@ -164,9 +164,14 @@ lock: $(STAMP) ##- Regenerate requirements/{cpu,verl,gpu}.lock from requirements
 # The fast tier runs on two pytest workers; the slow tier alone: its verl runs use both cores and check what they leave.
 FAST_TIER := $(PY) -m pytest -q -n 2 -m "not slow and not grid" tests
 
+TEST_RECORDS := .cache/test-record
 test: $(STAMP) ## The test suite (CPU): the fast tier, then the slow tier's real verl runs and vLLM engines
-	$(FAST_TIER)
-	$(PY) -m pytest -q --durations=15 -m "slow and not grid" tests
+	PRECISION_RL_TEST_TIER=fast PRECISION_RL_TEST_RECORD=$(TEST_RECORDS)/fast.json $(FAST_TIER)
+	PRECISION_RL_TEST_TIER=slow PRECISION_RL_TEST_RECORD=$(TEST_RECORDS)/slow.json \
+		$(PY) -m pytest -q --durations=15 -m "slow and not grid" tests
+
+test-record: test ##- make test, then commit its tiers' counts and times to results/test_record.json and the README blocks
+	@$(PY) -m precision_rl.analysis.test_record --from $(TEST_RECORDS)/fast.json $(TEST_RECORDS)/slow.json --write
 
 test-fast: $(STAMP) ## The fast tier only (no vLLM engine, no verl run): the edit-test loop
 	$(FAST_TIER)
