@@ -49,7 +49,8 @@ from precision_rl.config.registry import ExperimentSpec, load_all
 from precision_rl.config.scale import SCALES, TINY
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json
-from precision_rl.launch.runs import FINISHED
+from precision_rl.launch.eta import cpu_label
+from precision_rl.launch.runs import FINISHED, read_manifest
 from precision_rl.paths import REPO_ROOT
 from precision_rl.tiny.data import VAL_RECIPE, instrument_record, read_problem_list
 from precision_rl.tiny.shipped import SHIPPED_DIR
@@ -132,9 +133,24 @@ class FigureData:
             self._sources[(str(row.scale), str(row.run))] = str(row.source)
 
     def scope(self, scale: str) -> str:
-        """Return what a training figure's runs are at ``scale``, for its title: at tiny scale the profile and the
-        instrument ("calibrated profile, shipped model d0ce323d, 300 problems"); at paper scale nothing."""
-        return tiny_scope(self.profile) if scale == TINY else ""
+        """Return what a training figure's runs are at ``scale``, for its title and caption: at tiny scale the profile,
+        the instrument ("calibrated profile; instrument: shipped model d0ce323d, 256 training problems") and the CPU
+        kinds of the runs drawn so far (``eta.cpu_label``); at paper scale nothing."""
+        if scale != TINY:
+            return ""
+        return tiny_scope(self.profile) + (f"; runs on {' and '.join(kinds)}" if (kinds := self.cpu_kinds(scale)) else "")
+
+    def cpu_kinds(self, scale: str) -> list[str]:
+        """Return the CPU kinds (``eta.cpu_label``) the runs drawn so far at ``scale`` ran on, from their manifests."""
+        kinds: set[str] = set()
+        for key in self.read:
+            if key[0] != scale or key not in self._sources:
+                continue
+            try:
+                kinds.add(cpu_label(read_manifest(Path(self._sources[key])).get("hardware") or {}))
+            except (OSError, ValueError):
+                continue  # a wandb export or an unreadable manifest names no CPU
+        return sorted(kinds)
 
     def has_runs(self, scale: str, experiment: str, arm: PrecisionArm) -> bool:
         """Return True when ``experiment``'s ``arm`` has a run at ``scale``, finished or not (not noted as read)."""

@@ -287,3 +287,19 @@ def test_a_tiny_grid_draws_only_the_panels_with_runs_of_its_profile_and_names_th
     quick = F.build_fig1(F.FigureData(table, tmp_path / "mismatch", profile="quick"), "tiny")
     # the calibrated GRPO run stands in for its seed's quick run, drawn to the quick steps
     assert list(_panels(quick)) == ["(a) Sanity GRPO", "(d) Sanity GSPO"] and "quick profile" in quick._suptitle.get_text()
+
+
+def test_a_tiny_figure_names_the_cpu_kinds_of_the_runs_it_draws(tmp_path):
+    rng = np.random.default_rng(5)
+    zen4 = {"cpu_model": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 17 stepping 1",
+            "matrix_flags": ["avx2", "avx512_bf16", "avx512f"]}
+    avx2 = {"cpu_model": "AMD EPYC", "cpu_id": "AuthenticAMD family 25 model 1 stepping 1", "matrix_flags": ["avx2"]}
+    write_run(tmp_path, "tiny", "sanity/grpo", "fp16", 42, [_records(10, "fp16", rng)], manifest={"hardware": zen4})
+    write_run(tmp_path, "tiny", "sanity/grpo", "bf16", 42, [_records(10, "bf16", rng)], manifest={"hardware": avx2})
+    write_run(tmp_path, "tiny", "ladder/synthetic_s3", "fp16", 42, [_records(10, "fp16", rng)],
+              manifest={"hardware": {"cpu_model": "Intel Xeon", "matrix_flags": ["amx_tile"]}})
+    fig = F.build_fig1(F.FigureData(logs.load_runs([tmp_path], progress=False), tmp_path / "mismatch"), "tiny")
+    notes = " ".join(t.get_text() for t in fig.texts).replace("\n", " ")
+    assert "runs on AMD EPYC (AuthenticAMD family 25 model 1) [avx2] and AMD EPYC (AuthenticAMD family 25 model 17)" \
+        in notes
+    assert "Intel" not in notes, "a run the figure does not draw names no CPU"
