@@ -35,6 +35,7 @@ from precision_rl.analysis.series import TRAIL_WINDOW
 from precision_rl.console import render_table
 from precision_rl.fileio import atomic_write_json
 from precision_rl.launch import runs
+from precision_rl.launch.eta import cpu_label
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K1, TOKEN_KL_K3
 from precision_rl.paths import BENCH_DIR, runs_root
 
@@ -75,13 +76,6 @@ def steps_of(run_dir: Path) -> dict[int, dict]:
     return steps
 
 
-def run_cpu(manifest: dict) -> str:
-    """Return the CPU a run ran on, as its manifest records it: model, vendor id and matrix-instruction flags."""
-    hardware = manifest.get("hardware") or {}
-    model = " ".join(str(hardware[k]) for k in ("cpu_model", "cpu_id") if hardware.get(k)) or "unknown CPU"
-    return f"{model} [{', '.join(hardware.get('matrix_flags') or []) or 'no matrix flags recorded'}]"
-
-
 def summarize(run_dir: Path) -> dict:
     """Return the reward, timing, memory and mismatch summary of one finished run: wall time summed over its
     attempts (a run resumed from checkpoints has several), peak memory the highest of theirs, start-up phases those
@@ -110,7 +104,7 @@ def summarize(run_dir: Path) -> dict:
         "mean_abs_prob_diff": float(get(PROBS_DIFF_ABS_MEAN).mean()), "k3_kl": float(get(TOKEN_KL_K3).mean()),
         "k1_kl": float(get(TOKEN_KL_K1).mean()),
         "gemm": {k: manifest["platform"].get(k) for k in ("fp16_gemm", "bf16_gemm", "rollout_gemm")},
-        "cpu": run_cpu(manifest),
+        "cpu": cpu_label(manifest.get("hardware") or {}),
         "loss_scale_final": float(get(M.LOSS_SCALE)[-1]), "skipped_steps": float(get(M.SKIPPED_STEPS)[-1]),
         "phase_rates": phase_rate_summary(manifest, steps),
     }
@@ -193,8 +187,7 @@ def main() -> int:
     dest = atomic_write_json(BENCH_DIR / f"tiny-{runs.utc_stamp()}.json", out)
     m = out["machine"]
     where = "summarized on" if args.existing else "CPU"
-    print(f"\n{where}: {m['cpu_model']} ({m['cpu_id']}) x{m['cpu_count']}, "
-          f"matrix features: {', '.join(m['matrix_flags']) or 'none'}; GEMMs: {out['runs']['fp16'][0]['gemm']}")
+    print(f"\n{where}: {cpu_label(m)} x{m['cpu_count']}; GEMMs: {out['runs']['fp16'][0]['gemm']}")
     if args.existing:
         print("each run's own CPU is in the last column (from its manifest); compare times only between runs on one")
     rows = []

@@ -21,6 +21,7 @@ from pathlib import Path
 from precision_rl.console import render_table
 from precision_rl.fileio import atomic_write_json
 from precision_rl.formats import QUANTIZED_FORMATS
+from precision_rl.launch.eta import cpu_label
 from precision_rl.launch.runs import hardware, utc_stamp
 from precision_rl.paths import BENCH_DIR, REPO_ROOT, VLLM_TEMP_ENV
 from precision_rl.verl_ext.settings import ROLLOUT_FORMAT_ENV
@@ -75,8 +76,7 @@ def main() -> int:
                 return 1
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
     machine = hardware()
-    print(f"CPU: {machine['cpu_model']} ({machine['cpu_id']}) x{machine['cpu_count']}, "
-          f"matrix features: {', '.join(machine['matrix_flags']) or 'none'}")
+    print(f"CPU: {cpu_label(machine)} x{machine['cpu_count']}")
     fp32 = next(r["tok_per_s"] for r in rows if r["dtype"] == "float32" and r["gemm"] == "vllm")
     fp16 = next(r["tok_per_s"] for r in rows if r["dtype"] == "float16" and r["gemm"] == "invariant")
     print(render_table([[r["dtype"], r["gemm"], r["tokens"], f"{r['seconds']:.2f}", f"{r['tok_per_s']:.0f}",

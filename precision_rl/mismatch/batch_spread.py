@@ -27,6 +27,7 @@ import numpy as np
 from precision_rl.config.precision import TORCH_DTYPES, VLLM_DTYPES
 from precision_rl.console import render_table
 from precision_rl.fileio import atomic_write_json
+from precision_rl.launch.eta import cpu_label
 from precision_rl.launch.runs import hardware, utc_stamp
 from precision_rl.paths import mismatch_root, vllm_socket_dir
 
@@ -168,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
              f"{s['max_over_min']:.1f}x"] for r in results for stat, s in r["spread"].items()]
     print(render_table(rows, ["format", "training GEMM", "statistic", "min", "median", "max", "max/min"]))
     print(f"{len(seeds)} seeds of {args.prompts} prompts x {args.n} samples x <= {args.tokens} tokens at "
-          f"T={args.temperature:g}, log-softmax in {args.log_softmax}; CPU {record['hardware'].get('cpu_model')} {record['hardware'].get('matrix_flags')}; "
+          f"T={args.temperature:g}, log-softmax in {args.log_softmax}; CPU {cpu_label(record['hardware'])}; "
           f"written to {path}")
     return 0
 

@@ -39,4 +39,4 @@ def test_summary_of_a_resumed_run_spans_its_attempts(tmp_path):
     assert summary["outside_steps_s"] == 100.0  # 20 steps of 10 s
     assert summary["peak_memory_gib"] == 8.7
     assert summary["first_step_trailing_0.95"] == 10  # the trailing mean of 5 over steps 6-10 is 0.96
-    assert summary["cpu"] == "AMD EPYC AuthenticAMD family 25 model 17 [avx2, avx512_bf16]"  # the run's, not ours
+    assert summary["cpu"] == "AMD EPYC (AuthenticAMD family 25 model 17) [avx2, avx512_bf16]"  # the run's, not ours
