@@ -19,8 +19,8 @@ import os
 from wrapt import register_post_import_hook
 
 from precision_rl.verl_ext import rollout
-from precision_rl.verl_ext.cpu import gemm as cpu_gemm
 from precision_rl.verl_ext.cpu import patches as cpu_patches
+from precision_rl.verl_ext.cpu.hooks import CPU_HOOKS
 from precision_rl.verl_ext.settings import PLATFORM_ENV, PLATFORM_NAME
 from precision_rl.verl_ext.version import verl_version_problem
 
@@ -69,13 +69,8 @@ def install() -> None:
     if cpu:
         register_platform()
         cpu_patches.vllm_version_alias()
-        register_post_import_hook(cpu_patches.gloo_process_group, "verl.utils.distributed")
-        register_post_import_hook(cpu_patches.fsdp_sync_states_on_cpu, "torch.distributed.fsdp._init_utils")
-        register_post_import_hook(cpu_patches.fsdp_params_stay_on_cpu, "verl.utils.fsdp_utils")
-        register_post_import_hook(cpu_patches.vllm_inplace_weight_sync, "verl.workers.rollout.vllm_rollout.utils")
-        register_post_import_hook(cpu_patches.vllm_lora_rename_mapper, "vllm.model_executor.models.utils")
-        register_post_import_hook(cpu_gemm.vllm_invariant_gemms, "vllm.model_executor.layers.utils")
-        register_post_import_hook(cpu_patches.quiet_vllm_cpu_sleep, "vllm.v1.worker.cpu_worker")
+        for hook, module in CPU_HOOKS:
+            register_post_import_hook(hook, module)
     register_post_import_hook(_register_engines(cpu), "verl.workers.engine.fsdp.transformer_impl")
     register_post_import_hook(_install_trainer, "verl.trainer.ppo.v1.trainer_sync")
     register_post_import_hook(_register_reward_managers, "verl.experimental.reward_loop.reward_manager")
