@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from precision_rl.analysis.scale_differences import normalized, pinned_versions
 from precision_rl.paths import REPO_ROOT
 
 CODE_DIRS = ("precision_rl", "analysis")
@@ -30,8 +31,7 @@ def third_party_imports() -> set[str]:
     return {m for m in found if m not in sys.stdlib_module_names and m != "precision_rl"}
 
 
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+_norm = normalized
 
 
 REQUIREMENTS = REPO_ROOT / "requirements"
@@ -48,8 +48,7 @@ def requirement_lines(path: Path) -> list[str]:
 
 def locked_versions(name: str) -> dict[str, str]:
     """Return {normalised package name: exact version} of a uv-generated lock file."""
-    pins = re.findall(r"^([A-Za-z0-9_.\-]+)==([^\s\\;]+)", (REQUIREMENTS / name).read_text(), re.M)
-    return {_norm(pkg): version for pkg, version in pins}
+    return pinned_versions(name, root=REQUIREMENTS)
 
 
 def test_locks_pin_every_package_with_hashes():
