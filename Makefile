@@ -340,7 +340,7 @@ published-results: $(PUBLISHED_TABLE) | $(STAMP) ##- Redraw the committed figure
 	@$(PY) -m precision_rl figures $(PUBLISHED_SOURCE) --out $(PUBLISHED_FIGURES) --profile calibrated
 	@$(PY) -m precision_rl tables $(PUBLISHED_SOURCE) --readme $(RESULTS)/README.md
 	@$(PY) -m precision_rl.analysis.profile_times --readme README.md > /dev/null
-	@$(PY) -m precision_rl.analysis.instrument_card --doc docs/tiny.md > /dev/null
+	@$(PY) -m precision_rl.analysis.instrument_card --doc docs/tiny.md --readme README.md > /dev/null
 	@$(PY) -m precision_rl.analysis.family_readmes --write > /dev/null
 	@$(PY) -m precision_rl.analysis.scale_differences --doc docs/architecture.md > /dev/null
 

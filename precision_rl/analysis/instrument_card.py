@@ -30,6 +30,8 @@ EXPERIMENT = "sanity/grpo"  # the instrument's calibrated experiment
 PHASES = (("gen", "generation"), ("old_log_prob", "old log-probs"), ("update_actor", "updates"))
 DOC_BLOCK = ReadmeBlock("<!-- instrument numbers (tiny scale): written by `make published-results` from results/logs -->",
                         "<!-- end of instrument numbers -->")
+README_BLOCK = ReadmeBlock("<!-- sanity verdicts (tiny scale): written by `make published-results` from results/logs -->",
+                           "<!-- end of sanity verdicts -->")
 
 
 @dataclass(frozen=True)
@@ -89,48 +91,73 @@ def _spread(values: list[float], digits: int = 3, signed: bool = False) -> str:
     return f"{np.mean(values):{sign}.{digits}f} ({min(values):{sign}.{digits}f} to {max(values):{sign}.{digits}f})"
 
 
-def section(root: Path, experiment: str = EXPERIMENT) -> str:
-    """Return the block's body: per arm, the seeds' end points with their spread; per arm and CPU kind, the cost."""
-    numbers = published_numbers(root, experiment)
-    if not numbers:
-        return f"(no finished calibrated run of {experiment} is published under results/logs)"
+def ending_table(numbers: list[RunNumbers]) -> str:
+    """Return the table of each arm's seeds and where they end: training reward and held-out accuracy."""
     arms = sorted({n.arm for n in numbers})
-    ends = [[arm.upper(), ", ".join(str(n.seed) for n in numbers if n.arm == arm),
+    rows = [[arm.upper(), ", ".join(str(n.seed) for n in numbers if n.arm == arm),
              _spread([n.final_reward for n in numbers if n.arm == arm]),
              _spread([n.heldout_first for n in numbers if n.arm == arm]),
              _spread([n.heldout_last - n.heldout_first for n in numbers if n.arm == arm], signed=True)]
             for arm in arms]
-    costs = []
-    for arm in arms:
+    last = max(n.last_step for n in numbers)
+    return render_table(rows, ["arm", "seeds", f"training reward at step {last} (trailing {TRAIL_WINDOW}): mean "
+                               "(min to max)", "held-out accuracy at step 0", f"its change by step {last}"],
+                        markdown=True, floatfmt="")
+
+
+def cost_table(numbers: list[RunNumbers]) -> str:
+    """Return the table of each arm's step cost and peak memory per CPU kind."""
+    rows = []
+    for arm in sorted({n.arm for n in numbers}):
         for cpu in sorted({n.cpu for n in numbers if n.arm == arm}):
             group = [n for n in numbers if n.arm == arm and n.cpu == cpu]
             phases = " / ".join(f"{np.median([n.phase_seconds[k] for n in group]):.1f}" for k in range(len(PHASES)))
             peaks = [n.peak_memory_gib for n in group if n.peak_memory_gib is not None]
-            costs.append([arm.upper(), cpu, str(len(group)), f"{np.median([n.step_seconds for n in group]):.1f}",
-                          phases, f"{max(peaks):.2f}" if peaks else "-"])
-    last = max(n.last_step for n in numbers)
-    ending = render_table(ends, ["arm", "seeds", f"training reward at step {last} (trailing {TRAIL_WINDOW}): mean "
-                                 "(min to max)", "held-out accuracy at step 0", f"its change by step {last}"],
-                          markdown=True, floatfmt="")
-    cost = render_table(costs, ["arm", "CPU", "runs", "median step (s)",
-                                " / ".join(label for _, label in PHASES) + " (s)", "peak memory (GiB)"],
+            rows.append([arm.upper(), cpu, str(len(group)), f"{np.median([n.step_seconds for n in group]):.1f}",
+                         phases, f"{max(peaks):.2f}" if peaks else "-"])
+    return render_table(rows, ["arm", "CPU", "runs", "median step (s)",
+                               " / ".join(label for _, label in PHASES) + " (s)", "peak memory (GiB)"],
                         markdown=True, floatfmt="")
+
+
+def _none(experiment: str) -> str:
+    return f"(no finished calibrated run of {experiment} is published under results/logs)"
+
+
+def section(root: Path, experiment: str = EXPERIMENT) -> str:
+    """Return docs/tiny.md's block: per arm, the seeds' end points with their spread; per arm and CPU kind, the
+    cost."""
+    numbers = published_numbers(root, experiment)
+    if not numbers:
+        return _none(experiment)
     return (f"The published calibrated runs of `{experiment}` (tiny scale, CPU; `results/logs/`). Held-out accuracy "
-            f"is verl's validation (mean@4 at T=0.6 on the 128 held-out problems).\n\n{ending}\n\n"
+            f"is verl's validation (mean@4 at T=0.6 on the 128 held-out problems).\n\n{ending_table(numbers)}\n\n"
             f"What a step costs, as verl timed it (median over each run's steps, then over its runs), and the largest "
-            f"memory of a run's processes over its attempts:\n\n{cost}")
+            f"memory of a run's processes over its attempts:\n\n{cost_table(numbers)}")
+
+
+def readme_section(root: Path, experiment: str = EXPERIMENT) -> str:
+    """Return the README's block: the seeds' end points per arm."""
+    numbers = published_numbers(root, experiment)
+    if not numbers:
+        return _none(experiment)
+    return (f"`{experiment}`'s published calibrated runs, tiny scale (CPU); held-out accuracy is verl's validation "
+            f"(mean@4, T=0.6):\n\n{ending_table(numbers)}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the block's body; rewrite it in ``--doc`` where given; return 0."""
+    """Print docs/tiny.md's block; rewrite it in ``--doc`` and the README's in ``--readme`` where given; return 0."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--doc", type=Path, help="a file holding the block, rewritten in place")
+    parser.add_argument("--doc", type=Path, help="a file holding the instrument-numbers block, rewritten in place")
+    parser.add_argument("--readme", type=Path, help="a file holding the sanity-verdicts block, rewritten in place")
     parser.add_argument("--logs", type=Path, default=None, help="committed run logs (default results/logs)")
     args = parser.parse_args(argv)
-    body = section(args.logs or logs_root())
+    root = args.logs or logs_root()
+    body = section(root)
     print(body)
-    if args.doc is not None and update_readme(args.doc, [(DOC_BLOCK, body)]):
-        print(f"wrote {args.doc}", file=sys.stderr)
+    for path, block, text in ((args.doc, DOC_BLOCK, body), (args.readme, README_BLOCK, readme_section(root))):
+        if path is not None and update_readme(path, [(block, text)]):
+            print(f"wrote {path}", file=sys.stderr)
     return 0
 
 

@@ -19,6 +19,12 @@ def test_the_docs_block_is_what_the_committed_runs_give_now():
         "docs/tiny.md's instrument-numbers block is stale: run `make published-results`"
 
 
+def test_the_readme_block_is_what_the_committed_runs_give_now():
+    text = (paths.REPO_ROOT / "README.md").read_text()
+    assert instrument_card.README_BLOCK.render(instrument_card.readme_section(paths.LOGS_DIR)) in text, \
+        "README.md's sanity-verdicts block is stale: run `make published-results`"
+
+
 def _steps(seed: int, last: int) -> list[dict]:
     records = [{"step": 0, "data": {VAL: 0.70}}]
     for step in range(1, last + 1):
