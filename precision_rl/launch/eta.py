@@ -108,6 +108,29 @@ def same_run_kind(configuration: str, precision: dict) -> Callable[[dict], bool]
         ((doc.get("precision") or {}).get("train"), (doc.get("precision") or {}).get("infer")) == arm
 
 
+# The hyper fields that set what a step computes (how many sequences, how long, how many passes): runs that agree on
+# them, the model, the backend and the arm cost alike per step, whatever else differs.
+COST_FIELDS = ("train_batch_size", "rollout_n", "max_prompt_length", "max_response_length", "ppo_mini_batch_size",
+               "ppo_micro_batch_size_per_gpu", "ppo_epochs", "val_n", "test_freq")
+
+
+def cost_shape(doc: dict) -> tuple:
+    """Return what sets a run's cost per step, from its manifest: scale, model, backend and ``COST_FIELDS``."""
+    spec = doc.get("spec") or {}
+    hyper = spec.get("hyper") or {}
+    return (doc.get("scale"), spec.get("model"), spec.get("backend"), *(hyper.get(k) for k in COST_FIELDS))
+
+
+def same_cost_shape(doc: dict) -> Callable[[dict], bool]:
+    """Return a test of a committed manifest: does it cost per step what the run of manifest ``doc`` will (its
+    ``cost_shape`` and precision arm), whatever its configuration? The fallback where no committed run of the same
+    configuration exists (a new experiment on an old profile)."""
+    shape = cost_shape(doc)
+    arm = ((doc.get("precision") or {}).get("train"), (doc.get("precision") or {}).get("infer"))
+    return lambda other: cost_shape(other) == shape and \
+        ((other.get("precision") or {}).get("train"), (other.get("precision") or {}).get("infer")) == arm
+
+
 def estimate(hardware: dict, matches: Callable[[dict], bool], first_step: int, last_step: int,
              roots: tuple[Path, ...]) -> Estimate | None:
     """Return the estimate for steps ``first_step``..``last_step`` of a run on a machine with ``hardware`` (a

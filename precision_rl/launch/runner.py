@@ -213,11 +213,19 @@ def eta_line(plan: RunPlan, first_step: int, last_step: int) -> str:
     """Return the run's expected wall time from the committed runs of its configuration and arm (``eta``), read from
     its manifest, or a line saying why there is none."""
     doc = runs.read_manifest(plan.run_dir)
-    matches = eta.same_run_kind(runs.configuration_key(doc), doc.get("precision") or {})
-    found = eta.estimate(doc.get("hardware") or {}, matches, first_step, last_step, committed_run_roots()) \
-        if last_step >= first_step else None
-    return found.describe() if found else (f"no ETA: no committed run of this configuration and arm logged steps "
-                                           f"{first_step}-{last_step}")
+    if last_step < first_step:
+        return f"no ETA: no steps left to run (steps {first_step}-{last_step})"
+    hardware, roots = doc.get("hardware") or {}, committed_run_roots()
+    found = eta.estimate(hardware, eta.same_run_kind(runs.configuration_key(doc), doc.get("precision") or {}),
+                         first_step, last_step, roots)
+    if found:
+        return found.describe()
+    alike = eta.estimate(hardware, eta.same_cost_shape(doc), first_step, last_step, roots)
+    if alike:
+        return (f"{alike.describe()}, from runs of other configurations with this one's model, batch and lengths: "
+                "no committed run of this configuration")
+    return f"no ETA: no committed run of this configuration and arm, nor of its batch shape, logged steps " \
+           f"{first_step}-{last_step}"
 
 
 def resume_point(checkpoints: Path, last_logged: int | None) -> ResumePoint:

@@ -60,3 +60,21 @@ def test_an_unreadable_committed_manifest_is_passed_over(tmp_path):
     (broken / runs.MANIFEST).write_text("{not json")
     found = eta.estimate(EPYC_ZEN4, eta.same_run_kind("cfg", {"train": "fp16", "infer": "fp16"}), 1, 10, (tmp_path,))
     assert math.isclose(found.seconds, 240 + 10 * 50) and len(found.runs) == 1
+
+
+def test_a_new_configuration_is_timed_by_committed_runs_of_its_batch_shape(tmp_path):
+    shape = {"model": "tiny", "backend": "fsdp", "hyper": {"train_batch_size": 64, "rollout_n": 16,
+                                                          "max_response_length": 64, "lr": 1e-4}}
+    committed = _committed(tmp_path, 42, EPYC_ZEN4, 50.0)
+    doc = runs.read_manifest(committed)
+    runs.write_manifest(committed, {**doc, "spec": shape})
+    fp16 = {"label": "fp16", "train": "fp16", "infer": "fp16"}
+    new = {"scale": "tiny", "precision": fp16, "spec": {**shape, "hyper": {**shape["hyper"], "lr": 3e-4,
+                                                                           "rollout_logit_noise": 3.0}}}
+    assert eta.estimate(EPYC_ZEN4, eta.same_run_kind("new-config", fp16), 1, 10, (tmp_path,)) is None
+    alike = eta.estimate(EPYC_ZEN4, eta.same_cost_shape(new), 1, 10, (tmp_path,))
+    assert alike is not None and math.isclose(alike.seconds, 240 + 10 * 50)
+    longer = {**new, "spec": {**shape, "hyper": {**shape["hyper"], "max_response_length": 128}}}
+    assert eta.estimate(EPYC_ZEN4, eta.same_cost_shape(longer), 1, 10, (tmp_path,)) is None
+    bf16 = {**new, "precision": {"label": "bf16", "train": "bf16", "infer": "bf16"}}
+    assert eta.estimate(EPYC_ZEN4, eta.same_cost_shape(bf16), 1, 10, (tmp_path,)) is None
