@@ -172,6 +172,7 @@ def ladder_rungs(data, scale: str, arms: list[ArmRuns] | None = None) -> list[Ru
     return rungs
 
 
+OUTCOME_AXIS = (0.0, 1.05)  # every outcome is a share (reward, accuracy, |π − μ|): the whole range, read at a glance
 OUTCOMES = (("final_reward", "Final training reward (trailing mean)"), ("heldout", "Held-out accuracy (last)"),
             ("max_abs_diff", "Largest |π − μ| of the run"))
 
@@ -191,6 +192,7 @@ def build_mismatch_ladder(data, scale: str):
         ax.set_xticks(DOSE_TICKS)
         ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("KL[μ‖π] per sequence (k3, median over steps)")
+        ax.set_ylim(*OUTCOME_AXIS)
         seeds = []
         for rung, color in zip(rungs, colors, strict=True):
             points = [(r.sequence_kl, getattr(r, field)) for r in rung.runs
@@ -211,11 +213,13 @@ def build_mismatch_ladder(data, scale: str):
     curves_ax = axes[0, -1]
     curves_ax.set_title("Training reward per rung")
     curves_ax.set_xlabel("Training steps")
-    seeds = [P.draw_training_curve(curves_ax, data.curves(scale, list(arm.finished), M.REWARD_Q), color, arm.label)
-             for arm, color in zip(arms, colors, strict=True)]
+    styles = ["--" if rung.control else "-" for rung in rungs]  # a control dashed beside its rung's solid line
+    seeds = [P.draw_training_curve(curves_ax, data.curves(scale, list(arm.finished), M.REWARD_Q), color, arm.label,
+                                   linestyle=style)
+             for arm, color, style in zip(arms, colors, styles, strict=True)]
     finish_panel(curves_ax, arms, seeds, scale, M.REWARD, legend_has_seeds=True)
-    P.figure_legend(fig, {legend_label(arm): (color, "-") for arm, color, n in zip(arms, colors, seeds, strict=True)
-                          if n})
+    P.figure_legend(fig, {legend_label(arm): (color, style)
+                          for arm, color, style, n in zip(arms, colors, styles, seeds, strict=True) if n})
     P.header_note(fig, [f"Verdict (bands rule, against {rungs[0].label if rungs else 'the first rung'}): "
                         f"{verdict(rungs)}"])
     P.add_caption(fig, LADDER_TITLE, scale,
@@ -224,7 +228,7 @@ def build_mismatch_ladder(data, scale: str):
                   f"median over a run's steps of {M.SEQUENCE_KL_K3}; vertical lines: the paper's Fig. 5 levels "
                   "(R1-Distill-Qwen-1.5B, 0.32 FP16, 7.64 BF16). Points: runs; bars: a rung's min–max over seeds. "
                   "Synthetic rungs add seeded Gaussian noise σ to the rollout's logits "
-                  "(docs/sources.md#e18-synthetic-mismatch); their controls (hollow) add it to the trainer's too: the "
+                  "(docs/sources.md#e18-synthetic-mismatch); their controls (hollow points, dashed curves) add it to the trainer's too: the "
                   "same worse sampler, no mismatch. Runs that logged no per-sequence KL (before it was logged) are in the curves only.",
                   scope=data.scope(scale))
     return fig
