@@ -46,7 +46,7 @@ from precision_rl.analysis.series import SeriesIndex, trailing_mean
 from precision_rl.config.precision import PrecisionArm
 from precision_rl.config.profiles import CALIBRATED, QUICK
 from precision_rl.config.registry import ExperimentSpec, load_all
-from precision_rl.config.scale import SCALES, TINY
+from precision_rl.config.scale import PAPER, SCALES, TINY
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json
 from precision_rl.launch.eta import cpu_label
@@ -78,11 +78,20 @@ CURVE_NOTE = ("Training curves: faint = raw per-step value (mean over seeds), bo
               "evaluation curves are unsmoothed points. Band: min–max over seeds, where an arm has several.")
 STEPS = "Training steps"
 ASSUMED_REWARD_MARK = "†"
+MEGATRON_MARK = "‡"
+MEGATRON_NOTE = (f"{MEGATRON_MARK}: Megatron runs; the suite's fp16 loss-scale metrics (precision/loss_scale, "
+                 "precision/skipped_steps) come from its FSDP engine only, so these runs log none and their skipped "
+                 "steps are read from non-finite grad norms.")
 ASSUMED_REWARD_NOTE = (f"{ASSUMED_REWARD_MARK}: the template, data and reward are the suite's assumptions "
                        "(docs/sources.md#assumptions), so the absolute level is not the paper's; compare the arms.")
 DRAWN_STATUSES = (FINISHED, EXTERNAL_STATUS)
 LOGS_DIR_NAME = "results/logs/"
 MIN_GRID_WIDTH = 7.0  # inches of panels in a grid figure however few panels it draws
+
+
+def _megatron_note(scale: str) -> str:
+    """Return the caption's note on the Megatron panels at paper scale (the tiny stand-ins train with FSDP)."""
+    return f"{MEGATRON_NOTE} " if scale == PAPER else ""
 
 
 def tiny_scope(profile: str) -> str:
@@ -267,6 +276,7 @@ def _grid(data: FigureData, scale: str, prefix: str, draw_panel: Callable, what:
         pairs = panel_arms(specs, panels[k])
         titles = sorted({experiment_title(s) for s, _ in pairs})
         mark = f" {ASSUMED_REWARD_MARK}" if any(s.reward_assumed for s, _ in pairs) else ""
+        mark += f" {MEGATRON_MARK}" if any(s.backend == "megatron" for s, _ in pairs) else ""
         ax.set_title(f"({panels[k][len(prefix):]}) {' / '.join(titles)}{mark}")
         arms, seeds = [], []
         for spec, arm in pairs:
@@ -297,7 +307,7 @@ def build_fig1(data: FigureData, scale: str):
     fig, _, legend, omitted = _grid(data, scale, "fig1", draw, M.REWARD)
     P.figure_legend(fig, legend)
     P.header_note(fig, [omitted] if omitted else [])
-    P.add_caption(fig, FIGURE_TITLES["fig1_training_reward"], scale, f"y: {M.REWARD}. {ASSUMED_REWARD_NOTE} {CURVE_NOTE}",
+    P.add_caption(fig, FIGURE_TITLES["fig1_training_reward"], scale, f"y: {M.REWARD}. {ASSUMED_REWARD_NOTE} {_megatron_note(scale)}{CURVE_NOTE}",
                   scope=data.scope(scale))
     return fig
 
@@ -316,7 +326,8 @@ def build_fig2(data: FigureData, scale: str):
     P.figure_legend(fig, legend)
     P.header_note(fig, [omitted] if omitted else [])
     P.add_caption(fig, FIGURE_TITLES["fig2_eval_accuracy"], scale,
-                  f"y: val-core/<first validation set>/acc/mean@n, unsmoothed. {ASSUMED_REWARD_NOTE} {CURVE_NOTE}",
+                  f"y: val-core/<first validation set>/acc/mean@n, unsmoothed. {ASSUMED_REWARD_NOTE} {_megatron_note(scale)}"
+                  f"{CURVE_NOTE}",
                   scope=data.scope(scale))
     return fig
 

@@ -155,7 +155,8 @@ def test_paper_scale_without_runs_needs_gpus(tmp_path):
     write_run(tmp_path, "paper", "sanity/grpo", "fp16", 42, [_records(10, "fp16", rng)])
     fig = F.build_fig1(_data(tmp_path), "paper")
     assert P.panel_texts(_panels(fig)["(a) Sanity GRPO"]) == [f"FP16: 1 seed BF16: {N.NEEDS_GPUS}"]
-    assert P.panel_texts(_panels(fig)[f"(l) Dense-14B DAPO {F.ASSUMED_REWARD_MARK}"]) == [f"FP16, BF16: {N.NEEDS_GPUS}"]
+    assert P.panel_texts(_panels(fig)[f"(l) Dense-14B DAPO {F.ASSUMED_REWARD_MARK} {F.MEGATRON_MARK}"]) == \
+        [f"FP16, BF16: {N.NEEDS_GPUS}"]
     assert N.NEEDS_GPUS == "not run (paper scale needs GPUs)"
 
 
@@ -267,9 +268,21 @@ def test_fig3_draws_the_k1_estimator_beside_k3(tmp_path):
 def test_panels_whose_reward_is_assumed_say_so(specs, tmp_path):
     fig = F.build_fig1(F.FigureData(logs.build_table([]), tmp_path / "mismatch"), "paper")
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
-    marked = [t for t in titles if t.endswith(F.ASSUMED_REWARD_MARK)]
+    marked = [t for t in titles if F.ASSUMED_REWARD_MARK in t]
     assert [t.split(")")[0] for t in marked] == ["(i", "(j", "(k", "(l"]
     assert {s.family for s in specs.values() if s.reward_assumed} == {"moe", "dense14b"}
+
+
+def test_megatron_panels_say_they_log_no_fp16_loss_scale_at_paper_scale_only(specs, tmp_path):
+    data = F.FigureData(logs.build_table([]), tmp_path / "mismatch")
+    paper = F.build_fig1(data, "paper")
+    megatron = [ax.get_title().split(")")[0] for ax in paper.axes if ax.get_title().endswith(F.MEGATRON_MARK)]
+    assert megatron == ["(i", "(j", "(k", "(l"]
+    assert {s.family for s in specs.values() if s.paper_backend == "megatron"} == {"moe", "dense14b"}
+    caption = " ".join(t.get_text() for t in paper.texts).replace("\n", " ")
+    assert "precision/loss_scale" in caption and "FSDP engine only" in caption
+    tiny = F.build_fig1(data, "tiny")
+    assert F.MEGATRON_MARK not in " ".join(t.get_text() for t in tiny.texts) + " ".join(a.get_title() for a in tiny.axes)
 
 
 def test_a_tiny_grid_draws_only_the_panels_with_runs_of_its_profile_and_names_the_rest(tmp_path):
