@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from precision_rl.analysis.readme_blocks import ReadmeBlock, update_readme
+from precision_rl.analysis.readme_blocks import ReadmeBlock, write_block
 from precision_rl.analysis.series import TRAIL_WINDOW
 from precision_rl.analysis.tables import SUMMARY_CSV
 from precision_rl.config import registry
@@ -86,9 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     for family in families():
         body = section(family, summary)
         print(f"## {family}\n\n{body}\n")
-        readme = registry.EXPERIMENTS_DIR / family / README
-        if args.write and update_readme(readme, [(BLOCK, body)]):
-            print(f"wrote {readme}", file=sys.stderr)
+        write_block(registry.EXPERIMENTS_DIR / family / README if args.write else None, BLOCK, body)
     return 0
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from precision_rl.analysis.logs import load_run_dir, run_dirs_under
-from precision_rl.analysis.readme_blocks import ReadmeBlock, update_readme
+from precision_rl.analysis.readme_blocks import ReadmeBlock, write_block
 from precision_rl.analysis.series import TRAIL_WINDOW, trailing_mean
 from precision_rl.config.profiles import CALIBRATED
 from precision_rl.config.scale import TINY
@@ -155,9 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     root = args.logs or logs_root()
     body = section(root)
     print(body)
-    for path, block, text in ((args.doc, DOC_BLOCK, body), (args.readme, README_BLOCK, readme_section(root))):
-        if path is not None and update_readme(path, [(block, text)]):
-            print(f"wrote {path}", file=sys.stderr)
+    write_block(args.doc, DOC_BLOCK, body)
+    write_block(args.readme, README_BLOCK, readme_section(root))
     return 0
 
 

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from precision_rl.analysis.readme_blocks import ReadmeBlock, update_readme
+from precision_rl.analysis.readme_blocks import ReadmeBlock, write_block
 from precision_rl.config import registry
 from precision_rl.config.profiles import CALIBRATED, QUICK, profile_for
 from precision_rl.config.scale import TINY
@@ -77,8 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     body = section(args.logs or logs_root())
     print(body)
-    if args.readme is not None and update_readme(args.readme, [(README_BLOCK, body)]):
-        print(f"wrote {args.readme}", file=sys.stderr)
+    write_block(args.readme, README_BLOCK, body)
     return 0
 
 

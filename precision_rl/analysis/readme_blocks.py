@@ -4,6 +4,7 @@ comment, replaced in place (never added, moved or duplicated), so that the numbe
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,3 +46,10 @@ def update_readme(readme: Path, blocks: list[tuple[ReadmeBlock, str]]) -> bool:
     if updated != text:
         atomic_write_text(Path(readme), updated)
     return updated != text
+
+
+def write_block(path: Path | None, block: ReadmeBlock, body: str) -> None:
+    """Rewrite ``block`` of the file at ``path`` with ``body`` (nothing where ``path`` is None), saying so on stderr
+    when the file changed."""
+    if path is not None and update_readme(Path(path), [(block, body)]):
+        print(f"wrote {path}", file=sys.stderr)

@@ -14,7 +14,7 @@ import re
 import sys
 from pathlib import Path
 
-from precision_rl.analysis.readme_blocks import ReadmeBlock, update_readme
+from precision_rl.analysis.readme_blocks import ReadmeBlock, write_block
 from precision_rl.console import render_table
 from precision_rl.paths import REPO_ROOT
 from precision_rl.verl_ext.cpu.hooks import CPU_HOOKS
@@ -76,8 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     body = section()
     print(body)
-    if args.doc is not None and update_readme(args.doc, [(DOC_BLOCK, body)]):
-        print(f"wrote {args.doc}", file=sys.stderr)
+    write_block(args.doc, DOC_BLOCK, body)
     return 0
 
 

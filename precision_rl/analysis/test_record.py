@@ -13,7 +13,7 @@ import json
 import sys
 from pathlib import Path
 
-from precision_rl.analysis.readme_blocks import ReadmeBlock, update_readme
+from precision_rl.analysis.readme_blocks import ReadmeBlock, write_block
 from precision_rl.console import render_table
 from precision_rl.fileio import atomic_write_json
 from precision_rl.launch.eta import cpu_label, format_duration
@@ -81,10 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     body = section(records)
     print(body)
-    if args.write:
-        for page in PAGES:
-            if update_readme(page, [(BLOCK, body)]):
-                print(f"wrote {page}", file=sys.stderr)
+    for page in PAGES if args.write else ():
+        write_block(page, BLOCK, body)
     return 0
 
 
