@@ -113,20 +113,30 @@ def _same_run_kind(item: GridRun, extra: tuple[str, ...]):
 
 def grid_eta(grid: list[GridRun], profile: str = DEFAULT_PROFILE, extra: tuple[str, ...] = ()) -> str:
     """Return one line with the expected wall time of the grid's runs still to start, from the committed runs of each
-    one's configuration and arm on the CPU kind nearest this machine (``eta``), naming those it has no estimate for.
-    A run to resume is counted whole."""
-    total, unknown = 0.0, []
+    one's configuration and arm on the CPU kind nearest this machine (``eta``), or, where none exists, from committed
+    runs of its batch shape (``eta.same_cost_shape``); it names how many were timed that way and those it has no
+    estimate for. A run to resume is counted whole."""
+    total, by_shape, unknown = 0.0, [], []
     hardware = runs.hardware()
     for item in (g for g in grid if g.action in (START, RESUME)):
         last = profile_for(item.spec, profile).last_step(item.spec)
         found = eta.estimate(hardware, _same_run_kind(item, extra), 1, last, (logs_root(),)) if last else None
+        if found is None and last:
+            planned = {"scale": item.spec.scale, "spec": item.spec.raw,
+                       "precision": {"train": item.arm.train, "infer": item.arm.infer}}
+            found = eta.estimate(hardware, eta.same_cost_shape(planned), 1, last, (logs_root(),))
+            if found is not None:
+                by_shape.append(item.name)
         if found is None:
             unknown.append(item.name)
         else:
             total += found.seconds
     pending = sum(g.action in (START, RESUME) for g in grid)
     line = f"ETA of the {pending} pending run(s): {eta.format_duration(total)}"
-    return line + (f", without {len(unknown)} that no committed run of their configuration times "
+    if by_shape:
+        line += (f", {len(by_shape)} of them timed by committed runs of other configurations with their model, batch "
+                 "and lengths")
+    return line + (f", without {len(unknown)} that no committed run of their configuration or batch shape times "
                    f"({', '.join(unknown[:3])}{', ...' if len(unknown) > 3 else ''})" if unknown else "")
 
 

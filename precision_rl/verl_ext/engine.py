@@ -162,6 +162,8 @@ def engine_classes() -> dict[str, type]:
             from precision_rl.verl_ext.cpu.features import gemm_mode
             from precision_rl.verl_ext.cpu.gemm import use_half_linears
 
+            # The dtype verl resolves itself, read as verl reads it (verl 0.9.1
+            # FSDPEngine._build_fsdp_module: mixed_precision.param_dtype, bf16 where unset).
             mixed = self.engine_config.mixed_precision or {}
             param_dtype = PrecisionType.to_dtype(mixed.get("param_dtype", "bf16"))
             fmt = HALF_FORMAT_OF_DTYPE.get(param_dtype)

@@ -123,3 +123,22 @@ def test_grid_dry_run_prints_the_plan_and_bad_seeds_are_one_line(capsys):
     assert not (paths.runs_root()).exists()
     assert cli.main(["grid", "--seeds", "1,x", "--dry-run"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith("error: SEEDS must be non-negative integers")
+
+
+def test_the_grid_eta_times_a_new_configuration_by_committed_runs_of_its_batch_shape():
+    from precision_rl.analysis.synthetic import write_run
+    from precision_rl.metrics import STEP_TIME
+
+    sanity = load_experiment("sanity/grpo", "tiny")
+    records = [{"step": step, "data": {STEP_TIME: 50.0}} for step in range(1, 26)]
+    write_run(paths.logs_root(), "tiny", "sanity/grpo", "fp16", 42, [records], manifest={
+        "hardware": runs.hardware(), "spec": json.loads(json.dumps(sanity.raw, default=str)),
+        "attempts": [{"attempt": 0, "metrics": "metrics.jsonl", "started": "20260101T000000Z",
+                      "ended": "20260101T002450Z", "status": "finished"}]})  # 240 s of start-up, 25 steps of 50 s
+    noisy, ladder = load_experiment("ladder/synthetic_s1", "tiny"), load_experiment("ladder/grpo", "tiny")
+    planned = grid.plan_grid([(noisy, arm) for arm in noisy.arms] + [(ladder, ladder.arms[0])], "tiny", (42,))
+    line = grid.grid_eta(planned, "quick")
+    assert line.startswith("ETA of the 2 pending run(s): 25 min, 1 of them timed by committed runs of other "
+                           "configurations with their model, batch and lengths")
+    assert line.endswith(f"without 1 that no committed run of their configuration or batch shape times "
+                         f"({runs.run_name('ladder/grpo', ladder.arms[0].label, 42)})")
