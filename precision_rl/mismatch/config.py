@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from precision_rl.config.precision import PRECISIONS, PrecisionArm, check_precision
+from precision_rl.config.precision import PRECISIONS, ROLLOUT_FORMATS, PrecisionArm, check_precision
 from precision_rl.config.scale import PAPER, TINY
 from precision_rl.errors import UserError
 from precision_rl.paths import tiny_models_root
@@ -66,6 +66,11 @@ class MismatchConfig:
         if self.top_p != 1.0:
             raise UserError("top_p must be 1: with top_p < 1, mu is the truncated distribution, which the "
                             "teacher-forced recompute does not model")
+        quantized = sorted({a.infer for a in self.pairs if a.rollout_quantization})
+        if quantized and self.device != "cpu":
+            raise UserError(f"a quantized rollout ({', '.join(quantized)}) is measured on a CPU only, where the suite's "
+                            "vLLM linear layers quantize as verl's FP8 rollout does; on GPUs run the ladder's arm "
+                            "through verl (experiments/ladder/grpo.yaml)")
         tiny_ops(self.data)
 
     @property
@@ -74,16 +79,24 @@ class MismatchConfig:
         return TINY if self.device == "cpu" else PAPER
 
     @property
-    def infer_dtypes(self) -> tuple[str, ...]:
-        """Return every inference dtype that needs a vLLM sampling pass, in a stable order."""
-        return tuple(p for p in PRECISIONS if any(a.infer == p for a in self.pairs))
+    def rollouts(self) -> tuple[tuple[str, str], ...]:
+        """Return every vLLM sampling pass the pairs need, as (rollout format, engine dtype): a floating-point rollout
+        runs in its own format, a quantized one in its pair's training format (``PrecisionArm.rollout_dtype``); in a
+        stable order, floating-point rollouts first."""
+        return tuple(sorted({rollout_of(a) for a in self.pairs},
+                            key=lambda r: (ROLLOUT_FORMATS.index(r[0]), PRECISIONS.index(r[1]))))
 
-    def train_dtypes_for(self, infer: str) -> tuple[str, ...]:
-        """Return the training dtypes recomputed on the samples of ``infer`` (pairs first, then the reference)."""
-        wanted = [a.train for a in self.pairs if a.infer == infer]
+    def train_dtypes_for(self, rollout: tuple[str, str]) -> tuple[str, ...]:
+        """Return the training dtypes recomputed on the samples of ``rollout`` (pairs first, then the reference)."""
+        wanted = [a.train for a in self.pairs if rollout_of(a) == rollout]
         if self.reference and REFERENCE not in wanted:
             wanted.append(REFERENCE)
         return tuple(dict.fromkeys(wanted))
+
+
+def rollout_of(arm: PrecisionArm) -> tuple[str, str]:
+    """Return the sampling pass ``arm``'s samples come from: (rollout format, the dtype its engine runs in)."""
+    return arm.infer, arm.rollout_dtype
 
 
 def parse_dtypes(text: str | list[str]) -> tuple[str, ...]:
@@ -97,7 +110,8 @@ def parse_dtypes(text: str | list[str]) -> tuple[str, ...]:
 
 def parse_pairs(text: str | None, dtypes: tuple[str, ...]) -> tuple[PrecisionArm, ...]:
     """Return the (train, infer) pairs: ``self`` (each dtype with itself), ``all`` (every train x infer over
-    ``dtypes``), or an explicit list like ``bf16-fp16,fp16-bf16`` (train-infer). Self pairs always come first."""
+    ``dtypes``), or an explicit list like ``bf16-fp16,fp16-bf16`` (train-infer; the infer side may be a quantized
+    rollout format, ``fp16-fp8_e4m3``). Self pairs always come first."""
     pairs = [PrecisionArm(d, d) for d in dtypes]
     text = (text or "self").strip()
     if text == "all":

@@ -1,4 +1,5 @@
-"""CLI glue: sample each inference dtype once, recompute each asked training dtype on it, write every pair."""
+"""CLI glue: sample each rollout (format and engine dtype) once, recompute each asked training dtype on it, write
+every pair."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from precision_rl.config.precision import PrecisionArm
+from precision_rl.config.precision import PRECISIONS, PrecisionArm
 from precision_rl.errors import UserError
 from precision_rl.launch import runs
 from precision_rl.mismatch import metrics, outputs
@@ -25,6 +26,7 @@ from precision_rl.mismatch.config import (
     pair_dirname,
     parse_dtypes,
     parse_pairs,
+    rollout_of,
 )
 from precision_rl.mismatch.prompts import prompt_token_ids
 from precision_rl.mismatch.recompute import Recompute, recompute
@@ -96,9 +98,9 @@ def run_mismatch(cfg: MismatchConfig, argv: list[str] | None = None) -> dict[str
     slug = cfg.name or model_slug(model)
     root = outputs.model_root(slug)
     planned = list(cfg.pairs)
-    for infer in cfg.infer_dtypes:
-        if cfg.reference and infer != REFERENCE:
-            planned.append(PrecisionArm(REFERENCE, infer))
+    for infer, _ in cfg.rollouts:
+        if cfg.reference and infer != REFERENCE and infer in PRECISIONS:  # a quantized rollout's fp32 pair would
+            planned.append(PrecisionArm(REFERENCE, infer))                # be another rollout (in fp32)
     planned = list(dict.fromkeys(planned))
     outputs.check_free([root / pair_dirname(a) for a in planned], cfg.overwrite)
     if looks_like_path(model) and not Path(model).is_dir():
@@ -120,19 +122,21 @@ def run_mismatch(cfg: MismatchConfig, argv: list[str] | None = None) -> dict[str
     written: dict[str, Path] = {}
     summaries: dict[str, dict] = {}
     run_id = runs.utc_stamp()  # shared by every pair of this invocation (ratios pair only these)
-    for infer in cfg.infer_dtypes:
-        print(f"== sampling {len(prompts)} prompts x {cfg.n} in {infer} with vLLM ==", file=sys.stderr)
+    for rollout in cfg.rollouts:
+        infer, engine_dtype = rollout
+        where = infer if infer == engine_dtype else f"{infer} (linear layers; the engine in {engine_dtype})"
+        print(f"== sampling {len(prompts)} prompts x {cfg.n} in {where} with vLLM ==", file=sys.stderr)
         res: SamplingResult = sample(model, infer, prompts, cfg.n, cfg.max_tokens, cfg.temperature, cfg.seed,
-                                     cfg.max_model_len, full_vocab, cfg.ignore_eos, cfg.device)
+                                     cfg.max_model_len, full_vocab, cfg.ignore_eos, cfg.device, engine_dtype)
         retok = retokenize_mismatches(tokenizer, res.samples)
         recs: dict[str, Recompute] = {}
-        for train in cfg.train_dtypes_for(infer):
+        for train in cfg.train_dtypes_for(rollout):
             print(f"== recomputing {res.n_tokens} tokens in {train} ({cfg.train_mode}) ==", file=sys.stderr)
             recs[train] = recompute(model, train, res.samples, cfg.train_mode, cfg.device, cfg.temperature,
                                     cfg.batch_tokens, cfg.logit_elems)
             gc.collect()
         for arm in planned:
-            if arm.infer != infer:
+            if rollout_of(arm) != rollout:
                 continue
             rec = recs[arm.train]
             tokens, sequences, numbers = pair_result(res.samples, rec, recs.get(REFERENCE) if cfg.reference else None)
@@ -190,7 +194,8 @@ def add_parser(sub) -> None:
     p.add_argument("--data", help=f"'{TINY_DATA}' (generated prompts; '{TINY_DATA}:2-24' for chains of 2 to 24 "
                    "operations), a recipe name or a verl-schema parquet")
     p.add_argument("--dtypes", default="bf16 fp16", help="inference=training dtypes to measure, e.g. 'bf16 fp16'")
-    p.add_argument("--pairs", default="self", help="self | all | train-infer list, e.g. 'bf16-fp16,fp16-bf16'")
+    p.add_argument("--pairs", default="self", help="self | all | train-infer list, e.g. 'bf16-fp16,fp16-bf16'; "
+                   "the infer side may be a quantized rollout on a CPU: 'fp16-fp8_e4m3,fp16-fp4_e2m1'")
     p.add_argument("--n", type=int, help="samples per prompt (default 8 on CPU, 32 on GPU)")
     p.add_argument("--max-tokens", type=int, help=f"response budget (default 128 on CPU, {GPU_MAX_TOKENS} on GPU, "
                    "as Fig. 5's ~26K-token sequences need)")

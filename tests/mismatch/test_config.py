@@ -34,11 +34,22 @@ def test_dtypes_and_pairs():
 def test_samples_once_per_infer_dtype_and_adds_the_fp32_reference():
     dtypes = ("bf16", "fp16")
     cfg = MismatchConfig(model="m", dtypes=dtypes, pairs=parse_pairs("all", dtypes))
-    assert cfg.infer_dtypes == ("fp16", "bf16")
-    assert cfg.train_dtypes_for("bf16") == ("bf16", "fp16", "fp32")
+    assert cfg.rollouts == (("fp16", "fp16"), ("bf16", "bf16"))
+    assert cfg.train_dtypes_for(("bf16", "bf16")) == ("bf16", "fp16", "fp32")
     assert MismatchConfig(model="m", dtypes=("fp32",), pairs=(PrecisionArm("fp32", "fp32"),)).train_dtypes_for(
-        "fp32") == ("fp32",)
+        ("fp32", "fp32")) == ("fp32",)
     assert cfg.scale == "tiny" and MismatchConfig(model="m", device="cuda").scale == "paper"
+
+
+def test_a_quantized_rollout_samples_once_per_engine_dtype_on_a_cpu_only():
+    pairs = parse_pairs("fp16-fp8_e4m3,bf16-fp8_e4m3,fp16-fp4_e2m1", ("fp16",))
+    cfg = MismatchConfig(model="m", dtypes=("fp16",), pairs=pairs)
+    assert cfg.rollouts == (("fp16", "fp16"), ("fp8_e4m3", "fp16"), ("fp8_e4m3", "bf16"), ("fp4_e2m1", "fp16"))
+    assert cfg.train_dtypes_for(("fp8_e4m3", "bf16")) == ("bf16", "fp32")
+    with pytest.raises(UserError, match="fp8_e4m3.*measured on a CPU only"):
+        MismatchConfig(model="m", dtypes=("fp16",), pairs=pairs[:2], device="cuda")
+    with pytest.raises(UserError, match="training precision"):
+        parse_pairs("fp8_e4m3-fp16", ("fp16",))
 
 
 @pytest.mark.parametrize("kwargs, message", [

