@@ -28,6 +28,8 @@ PANEL ?=
 GPUS ?=
 #> NNODES=<n>                   nodes of a paper-scale run (a positive integer; empty: the experiment's)
 NNODES ?=
+#> PREFLIGHT=run|skip           a paper-scale run first checks the machine (make preflight) and stops on a ✘; skip: start anyway
+PREFLIGHT ?= run
 #> EXTRA='key=value ...'        extra verl Hydra overrides, recorded in the manifest
 EXTRA ?=
 #> DRY_RUN=1                    print the verl command without running it (flags take 1 true yes 0 false no)
@@ -104,7 +106,7 @@ export VLLM_NO_USAGE_STATS := 1
 
 # Targets that read runs (check, check-published, publish, heldout) take PROFILE only when it is given: otherwise every profile.
 PROFILE_FILTER = $(if $(filter command line environment,$(origin PROFILE)),--profile $(PROFILE))
-RUN_FLAGS = --scale $(SCALE) --profile $(PROFILE) --seed $(SEED) --loggers $(LOGGERS) \
+RUN_FLAGS = --scale $(SCALE) --profile $(PROFILE) --seed $(SEED) --loggers $(LOGGERS) --preflight $(PREFLIGHT) \
 	$(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
 	$(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(filter 1 true yes,$(RESUME)),--resume) \
 	$(if $(EXTRA),--extra '$(EXTRA)') $(if $(WATCHDOG),--watchdog $(WATCHDOG))
@@ -191,11 +193,14 @@ show: $(STAMP) ## Print one experiment's resolved spec: make show EXP=sanity/grp
 run: $(STAMP) ## Run experiment(s) once per arm: make run EXP=sanity/grpo [PRECISION=fp16] [SEED=42] [SCALE=tiny]
 	@$(LAUNCH) $(EXP_ARGS) $(if $(PRECISION),--precision $(PRECISION)) $(if $(PANEL),--panel $(PANEL))
 
-GRID_FLAGS = --scale $(SCALE) --profile $(PROFILE) --loggers $(LOGGERS) $(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
+GRID_FLAGS = --scale $(SCALE) --profile $(PROFILE) --loggers $(LOGGERS) --preflight $(PREFLIGHT) $(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
 	$(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(EXTRA),--extra '$(EXTRA)') $(if $(WATCHDOG),--watchdog $(WATCHDOG)) \
 	$(if $(PRECISION),--precision $(PRECISION)) $(if $(SEEDS),--seeds '$(SEEDS)')
 grid: $(STAMP) ## Every arm x seed of EXP (default: all) not yet finished, resumable [EXP='sanity/*'] [SEEDS='42 1']
 	@$(PY) -m precision_rl grid $(or $(EXP_ARGS),'*') $(GRID_FLAGS)
+
+preflight: $(STAMP) ## Paper scale: what would fail before a run (GPUs, driver, locked versions, model, data, disk, NCCL) [EXP=sanity/grpo] [GPUS=..] [NNODES=..]
+	@$(PY) -m precision_rl preflight $(or $(firstword $(EXP_ARGS)),sanity/grpo) $(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES))
 
 sanity-fp16: $(STAMP) ## The paper's sanity test in FP16 = make run EXP=sanity/grpo PRECISION=fp16
 	$(call SHORTCUT,sanity/grpo,fp16)

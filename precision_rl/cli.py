@@ -120,11 +120,47 @@ def _decide_and_select(args) -> tuple[ScaleDecision, list[tuple[ExperimentSpec, 
     return decision, selected, options
 
 
+def _preflight_stops(args, decision: ScaleDecision, selected: list[tuple[ExperimentSpec, PrecisionArm]],
+                     options: RunOptions) -> bool:
+    """Run the paper-scale preflight of each selected experiment before a real paper-scale run (not a dry run, not
+    with ``--preflight skip``), print its table, and return True when a line failed (the run must not start)."""
+    from precision_rl.launch.preflight import Target, failed, preflight, report
+
+    if decision.scale != PAPER or options.dry_run or args.preflight == "skip":
+        return False
+    stop = False
+    for spec in {spec.name: spec for spec, _ in selected}.values():
+        target = Target(spec, options.gpus or spec.resources.gpus_per_node, options.nnodes or spec.resources.nnodes)
+        lines = preflight(target)
+        print(report(target, lines), file=sys.stderr)
+        stop = stop or failed(lines)
+    if stop:
+        print("error: the preflight failed (✘ above): fix those lines, or PREFLIGHT=skip to start anyway",
+              file=sys.stderr)
+    return stop
+
+
+def cmd_preflight(args) -> int:
+    """Print the paper-scale preflight of one experiment on this machine; return 0, or 1 when a line failed."""
+    from precision_rl.launch.preflight import Target, failed, preflight, report
+
+    for value, name in ((args.gpus, "GPUS"), (args.nnodes, "NNODES")):
+        if value is not None and value < 1:
+            raise UserError(f"{name} must be a positive integer, got {value}")
+    spec = registry.load_experiment(args.experiment, PAPER)
+    target = Target(spec, args.gpus or spec.resources.gpus_per_node, args.nnodes or spec.resources.nnodes)
+    lines = preflight(target)
+    print(report(target, lines))
+    return 1 if failed(lines) else 0
+
+
 def cmd_run(args) -> int:
     """Run (or print, with --dry-run) every selected experiment × arm; return the first non-zero exit code."""
     if args.seed < 0:
         raise UserError(f"SEED must be a non-negative integer, got {args.seed}")
     decision, selected, options = _decide_and_select(args)
+    if _preflight_stops(args, decision, selected, options):
+        return 1
     options = replace(options, seed=args.seed, resume=args.resume)
     plans = [plan_run(spec, arm, decision, options) for spec, arm in selected]
     status, finished = 0, []
@@ -174,6 +210,8 @@ def cmd_grid(args) -> int:
     print(grid_eta(grid, options.profile, options.extra), file=sys.stderr)
     if args.dry_run:
         return 0
+    if _preflight_stops(args, decision, selected, options):
+        return 1
     return run_grid(grid, decision, options)
 
 
@@ -190,6 +228,8 @@ def _add_selection(parser: argparse.ArgumentParser, experiments_nargs: str) -> N
     parser.add_argument("--nnodes", type=int, help="nodes (default: the experiment's)")
     parser.add_argument("--extra", default="", help="extra Hydra overrides, one shell-quoted string")
     parser.add_argument("--loggers", default="console,file", help="verl loggers; 'file' is always on")
+    parser.add_argument("--preflight", default="run", choices=("run", "skip"),
+                        help="a paper-scale run first runs the preflight and stops on a failed line (skip: start anyway)")
     parser.add_argument("--watchdog", type=float, default=None,
                         help="stop a run after this many seconds without a new metrics line (0: off; default per scale)")
 
@@ -301,6 +341,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_selection(grid, "*")
     grid.add_argument("--seeds", help="seeds, e.g. '42,1,7' (default: the seeds each experiment names)")
     grid.set_defaults(func=cmd_grid)
+    preflight = sub.add_parser("preflight", help="what would fail before a paper-scale run, one line per check with "
+                                                 "its fix; starts nothing, writes nothing")
+    preflight.add_argument("experiment", nargs="?", default="sanity/grpo")
+    preflight.add_argument("--gpus", type=int, help="GPUs per node (default: the experiment's)")
+    preflight.add_argument("--nnodes", type=int, help="nodes (default: the experiment's)")
+    preflight.set_defaults(func=cmd_preflight)
     data_command.add_parser(sub)
     mismatch_run.add_parser(sub)
     tiny = sub.add_parser("tiny-model", help="rebuild the shipped tiny base model or redraw its sanity problems")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from precision_rl.analysis.scale_differences import normalized, pinned_versions
+from precision_rl.locks import REQUIREMENTS, normalized, pinned_versions
 from precision_rl.paths import REPO_ROOT
 
 CODE_DIRS = ("precision_rl", "analysis")
@@ -34,7 +34,6 @@ def third_party_imports() -> set[str]:
 _norm = normalized
 
 
-REQUIREMENTS = REPO_ROOT / "requirements"
 CPU_LOCKS = ("cpu.lock", "verl.lock")
 # Installed beside the locks: the venv's own pip, torch by version (requirements/cpu-torch.txt).
 NOT_LOCKED = {"pip", "torch"}

