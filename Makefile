@@ -20,7 +20,7 @@ SEED ?= 42
 SEEDS ?=
 #> SCALE=auto|paper|tiny        paper: verl + vLLM on GPUs; tiny: the CPU instrument; auto: paper where a CUDA GPU is
 SCALE ?= auto
-#> PROFILE=quick|calibrated     the tiny scale's profile (docs/tiny.md#profiles); targets that read runs: all if unset
+#> PROFILE=quick|calibrated|smoke  the tiny scale's profile (docs/tiny.md#profiles), or smoke at paper scale (one GPU, 20 steps); targets that read runs: all if unset
 PROFILE ?= quick
 #> PANEL=<panel>                only the runs feeding one figure panel, e.g. fig4
 PANEL ?=
@@ -86,7 +86,8 @@ LOCK_TARGET := --python-platform x86_64-manylinux_2_28 --generate-hashes --quiet
 # Every variable's value is checked here, before any target runs: a wrong one is one line and exit 2.
 FLAG_VALUES := 1 true yes 0 false no
 $(if $(filter-out auto paper tiny,$(SCALE)),$(error SCALE must be auto, paper or tiny, got '$(SCALE)'))
-$(if $(filter-out quick calibrated,$(PROFILE)),$(error PROFILE must be quick or calibrated, got '$(PROFILE)'))
+$(if $(filter-out quick calibrated smoke,$(PROFILE)),$(error PROFILE must be quick, calibrated or smoke, got '$(PROFILE)'))
+$(if $(filter-out run skip,$(PREFLIGHT)),$(error PREFLIGHT must be run or skip, got '$(PREFLIGHT)'))
 $(if $(shell [[ '$(SEED)' =~ ^[0-9]+$$ ]] && echo ok),,$(error SEED must be a non-negative integer, got '$(SEED)'))
 $(foreach v,DRY_RUN RESUME REBUILD REFILTER OVERWRITE RETIRE,$(if $(filter-out $(FLAG_VALUES),$($(v))),\
 	$(error $(v) must be one of $(FLAG_VALUES) or empty, got '$($(v))')))

@@ -16,7 +16,15 @@ import yaml
 from precision_rl.analysis import commands as analysis_commands
 from precision_rl.config import registry
 from precision_rl.config.precision import PrecisionArm, parse_arm
-from precision_rl.config.profiles import DEFAULT_PROFILE, PROFILES, check_profile, profile_for
+from precision_rl.config.profiles import (
+    DEFAULT_PROFILE,
+    PAPER_PROFILES,
+    PROFILES,
+    SMOKE,
+    check_profile,
+    profile_for,
+    registry_profile,
+)
 from precision_rl.config.registry import ExperimentSpec
 from precision_rl.config.scale import PAPER, SCALE_CHOICES, ScaleDecision, resolve_scale
 from precision_rl.console import render_table
@@ -71,8 +79,10 @@ def cmd_show(args) -> int:
     """Print one experiment's resolved spec at a scale (auto: the scale a run here would take) and, at tiny scale, what
     its profile runs (the last step and the trainer's overrides); return 0."""
     decision = resolve_scale(args.scale, dry_run=True)
-    spec = registry.load_experiment(args.experiment, decision.scale)
-    print(f"# {spec.path} at scale {spec.scale} (SCALE={args.scale}: {decision.reason})")
+    spec = registry.load_experiment(args.experiment, decision.scale,
+                                    profile=registry_profile(args.profile, decision.scale))
+    print(f"# {spec.path} at scale {spec.scale} (SCALE={args.scale}: {decision.reason})"
+          + (f", PROFILE={args.profile}" if args.profile in PAPER_PROFILES else ""))
     if spec.scale != PAPER:
         profile = profile_for(spec, check_profile(args.profile))
         print(f"# PROFILE={profile.name}: trains to step {profile.last_step(spec)}"
@@ -107,7 +117,7 @@ def _selected_runs(specs: list[ExperimentSpec], precisions: list[str], panel: st
 def _decide_and_select(args) -> tuple[ScaleDecision, list[tuple[ExperimentSpec, PrecisionArm]], RunOptions]:
     """Return the scale decision (announced loudly), the selected experiment arms and the run options of ``args``."""
     decision = resolve_scale(args.scale, dry_run=args.dry_run)
-    specs = registry.select(args.experiments, decision.scale)
+    specs = registry.select(args.experiments, decision.scale, profile=registry_profile(args.profile, decision.scale))
     precisions = _precisions(args)
     extra = tuple(shlex.split(args.extra or "")) + tuple(args.overrides)
     if args.watchdog is not None and args.watchdog < 0:
@@ -198,6 +208,8 @@ def cmd_grid(args) -> int:
     from precision_rl.launch.grid import describe, grid_eta, plan_grid, run_grid
 
     seeds = _parse_seeds(args.seeds)
+    if args.profile == SMOKE:
+        raise UserError(f"make grid runs whole experiments: PROFILE={SMOKE} checks an install with make run")
     decision, selected, options = _decide_and_select(args)
     tiny_only = [f"{spec.name} {arm.label}" for spec, arm in selected if arm not in spec.scale_arms]
     if tiny_only:
@@ -222,7 +234,8 @@ def _add_selection(parser: argparse.ArgumentParser, experiments_nargs: str) -> N
     parser.add_argument("--panel", help="only the runs feeding this figure panel (e.g. fig4)")
     parser.add_argument("--scale", default="auto", choices=SCALE_CHOICES)
     parser.add_argument("--profile", default=DEFAULT_PROFILE,
-                        help=f"tiny-scale profile: {' or '.join(PROFILES)} (default {DEFAULT_PROFILE})")
+                        help=f"tiny-scale profile: {' or '.join(PROFILES)} (default {DEFAULT_PROFILE}); paper scale: "
+                             f"{' or '.join(PAPER_PROFILES)} (one GPU, a few steps) or none")
     parser.add_argument("--dry-run", action="store_true", help="print what would run and write nothing")
     parser.add_argument("--gpus", type=int, help="GPUs per node (default: the experiment's)")
     parser.add_argument("--nnodes", type=int, help="nodes (default: the experiment's)")
@@ -330,7 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="print an experiment's resolved spec")
     show.add_argument("experiment")
     show.add_argument("--scale", default="auto", choices=SCALE_CHOICES)
-    show.add_argument("--profile", default=DEFAULT_PROFILE, choices=PROFILES, help="the tiny profile to show")
+    show.add_argument("--profile", default=DEFAULT_PROFILE, choices=PROFILES + PAPER_PROFILES,
+                      help="the profile to show (a tiny one, or a paper-scale one with --scale paper)")
     show.set_defaults(func=cmd_show)
     run = sub.add_parser("run", help="run experiments (names or globs like 'sanity/*')")
     _add_selection(run, "+")

@@ -44,7 +44,7 @@ from precision_rl.analysis.panel_notes import (
 from precision_rl.analysis.records import EXTERNAL_STATUS
 from precision_rl.analysis.series import SeriesIndex, trailing_mean
 from precision_rl.config.precision import PrecisionArm
-from precision_rl.config.profiles import CALIBRATED, QUICK
+from precision_rl.config.profiles import CALIBRATED, PAPER_PROFILE, QUICK
 from precision_rl.config.registry import ExperimentSpec, load_all
 from precision_rl.config.scale import PAPER, SCALES, TINY
 from precision_rl.errors import UserError
@@ -126,6 +126,8 @@ class FigureData:
         own = {(r.experiment, r.precision_train, r.precision_infer, r.seed) for r in runs.itertuples(index=False)
                if str(r.scale) == TINY and str(r.profile) == self.profile}
         for row in runs.itertuples(index=False):
+            if str(row.scale) == PAPER and str(row.profile) != PAPER_PROFILE:
+                continue  # a smoke run checks an install: it is no point of a paper-scale curve
             if str(row.scale) == TINY and str(row.profile) != self.profile:
                 # A quick run is the first steps of the calibrated run of its seed: where a seed has no quick run,
                 # its calibrated run stands in for it, drawn to the quick profile's last step.

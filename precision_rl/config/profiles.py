@@ -6,7 +6,11 @@ answers the sanity criterion (a training reward of at least 0.95 on every seed).
 model, set, batch, learning-rate schedule and validation, stopped early by the trainer
 (``verl_ext.settings.STOP_AFTER_STEP_KEY``). The calibrated runs' first steps are therefore its committed band, and
 ``RESUME=1 PROFILE=calibrated`` continues a quick run to the whole run. An experiment without ``quick_steps`` runs
-whole in either profile; the paper scale has no profiles.
+whole in either profile.
+
+The paper scale runs an experiment whole, or in its *smoke* profile (``PROFILE=smoke``): the experiment's
+``profiles.smoke`` changes (one GPU, a few steps, short answers: docs/experiments.md#the-smoke-profile), for checking a
+GPU install before a node-week. A smoke run is named apart (``<arm>-smoke``), so it never stands in for a real one.
 """
 
 from __future__ import annotations
@@ -14,14 +18,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from precision_rl.config.registry import ExperimentSpec
-from precision_rl.config.scale import TINY
+from precision_rl.config.scale import PAPER, TINY
 from precision_rl.errors import UserError
 from precision_rl.verl_ext.settings import STOP_AFTER_STEP_KEY
 
 QUICK, CALIBRATED = "quick", "calibrated"
-PROFILES = (QUICK, CALIBRATED)
+PROFILES = (QUICK, CALIBRATED)  # the tiny scale's
 DEFAULT_PROFILE = QUICK
 PAPER_PROFILE = "paper"  # what a paper-scale run records: it runs the experiment whole
+SMOKE = "smoke"
+PAPER_PROFILES = (SMOKE,)  # the paper scale's, each a ``profiles.<name>`` block of the experiment
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,11 @@ class Profile:
         """Return the last step a run of ``spec`` in this profile trains (None where the spec sets no step count)."""
         return self.stop_after_step or spec.hyper.total_training_steps
 
+    @property
+    def run_suffix(self) -> str:
+        """Return what the profile adds to a run's arm label in its name and folder (a smoke run is named apart)."""
+        return f"-{self.name}" if self.name in PAPER_PROFILES else ""
+
     def record(self) -> dict:
         """Return the profile as a manifest records it."""
         return {"name": self.name, "stop_after_step": self.stop_after_step}
@@ -46,15 +57,28 @@ class Profile:
 
 def check_profile(name: str) -> str:
     """Return ``name`` when it is a profile, else raise a UserError listing them."""
-    if name not in PROFILES:
-        raise UserError(f"unknown PROFILE {name!r}: choose one of {', '.join(PROFILES)} (default {DEFAULT_PROFILE})")
+    if name not in PROFILES + PAPER_PROFILES:
+        raise UserError(f"unknown PROFILE {name!r}: choose one of {', '.join(PROFILES)} (tiny scale, default "
+                        f"{DEFAULT_PROFILE}) or {', '.join(PAPER_PROFILES)} (paper scale)")
+    return name
+
+
+def registry_profile(name: str, scale: str) -> str | None:
+    """Return the ``profiles.<name>`` block the registry applies for PROFILE ``name`` at ``scale`` (None: none, the
+    tiny profiles only stop a run early); a paper-scale profile at tiny scale raises a UserError."""
+    check_profile(name)
+    if name not in PAPER_PROFILES:
+        return None
+    if scale != PAPER:
+        raise UserError(f"PROFILE={name} is a paper-scale profile (GPUs); at {scale} scale choose "
+                        f"{' or '.join(PROFILES)}")
     return name
 
 
 def profile_for(spec: ExperimentSpec, name: str) -> Profile:
     """Return the profile ``name`` of ``spec`` at its scale: the quick profile stops after ``spec.quick_steps`` at tiny
-    scale; every other case runs whole (a paper-scale run records the profile ``paper``)."""
+    scale; every other case runs whole (a paper-scale run records the profile ``paper``, or ``smoke``)."""
     check_profile(name)
     if spec.scale != TINY:
-        return Profile(PAPER_PROFILE, None)
+        return Profile(name if name in PAPER_PROFILES else PAPER_PROFILE, None)
     return Profile(name, spec.quick_steps if name == QUICK else None)

@@ -218,7 +218,8 @@ Arms = Annotated[tuple[Arm, ...], BeforeValidator(_grid), Field(min_length=1), A
 
 @dataclass(frozen=True, config=_CONFIG)
 class _Tiny:
-    """What ``scales.tiny`` may set: checked as part of the document at tiny scale, ``hyper`` at every scale."""
+    """What ``scales.tiny`` or a paper-scale profile (``profiles.<name>``) may set: checked as part of the document
+    where it applies, ``hyper`` everywhere."""
 
     model: Any = None
     template: Any = None
@@ -256,6 +257,8 @@ class _Document:
     variant_of: Str | None = None
     seeds: Seeds = DEFAULT_SEEDS
     scales: _Scales | None = None
+    # Paper-scale profiles (config/profiles.py): what each changes in the paper-scale document.
+    profiles: dict[str, _Tiny] | None = None
     extends: Str | None = None
     grader: Literal[tuple(GRADERS)] = DEFAULT_GRADER  # the reward's answer checker (precision_rl.reward.grader)
     # The quick profile stops after this many steps of the experiment's schedule (config/profiles.py); unset: the
@@ -453,13 +456,20 @@ def _check_sources(doc: dict, shown: str) -> dict[str, str]:
     return dict(sources)
 
 
-def validate(doc: dict, name: str, shown: str, scale: str) -> ExperimentSpec:
-    """Return the ExperimentSpec of a merged experiment document at ``scale``, or raise SpecError."""
+def validate(doc: dict, name: str, shown: str, scale: str, profile: str | None = None) -> ExperimentSpec:
+    """Return the ExperimentSpec of a merged experiment document at ``scale``, changed by its paper-scale ``profile``
+    (``profiles.<name>``; None: none), or raise SpecError (UserError for a profile the experiment lacks)."""
     if scale not in SCALES:
         raise UserError(f"unknown scale {scale!r}: choose one of {', '.join(SCALES)}")
     top = _parse(doc, shown)
     sources = _check_sources(doc, shown)
     eff = deep_merge(doc, (doc.get("scales") or {}).get(scale) or {})
+    if profile is not None:
+        if scale != PAPER or profile not in (doc.get("profiles") or {}):
+            have = ", ".join(sorted(doc.get("profiles") or {})) or "none"
+            raise UserError(f"experiment {name} has no {profile} profile at {scale} scale (its paper-scale profiles: "
+                            f"{have})")
+        eff = deep_merge(eff, doc["profiles"][profile])
     run = _parse(eff, shown)
     if run.hyper.val_only and run.hyper.val_before_train is False:
         raise SpecError(shown, "hyper.val_only", "an evaluation-only run is verl's validation before training: "
@@ -489,8 +499,10 @@ def experiment_files(root: Path = EXPERIMENTS_DIR) -> dict[str, Path]:
     return files
 
 
-def load_experiment(name: str, scale: str = PAPER, root: Path = EXPERIMENTS_DIR) -> ExperimentSpec:
-    """Return the validated spec of experiment ``name`` at ``scale``; unknown names raise a UserError."""
+def load_experiment(name: str, scale: str = PAPER, root: Path = EXPERIMENTS_DIR,
+                    profile: str | None = None) -> ExperimentSpec:
+    """Return the validated spec of experiment ``name`` at ``scale`` (changed by its paper-scale ``profile``, if
+    given); unknown names raise a UserError."""
     files = experiment_files(root)
     if name not in files:
         import difflib
@@ -499,7 +511,7 @@ def load_experiment(name: str, scale: str = PAPER, root: Path = EXPERIMENTS_DIR)
         hint = f" (did you mean {', '.join(close)}?)" if close else " (see `make list`)"
         raise UserError(f"unknown experiment {name!r}{hint}")
     path = files[name]
-    return validate(load_raw(path, root), name, _shown(path, root), scale)
+    return validate(load_raw(path, root), name, _shown(path, root), scale, profile)
 
 
 def load_all(scale: str = PAPER, root: Path = EXPERIMENTS_DIR) -> dict[str, ExperimentSpec]:
@@ -507,8 +519,10 @@ def load_all(scale: str = PAPER, root: Path = EXPERIMENTS_DIR) -> dict[str, Expe
     return {name: load_experiment(name, scale, root) for name in experiment_files(root)}
 
 
-def select(patterns: list[str], scale: str = PAPER, root: Path = EXPERIMENTS_DIR) -> list[ExperimentSpec]:
-    """Return the experiments matching ``patterns`` (names or fnmatch globs like ``sanity/*``), in registry order."""
+def select(patterns: list[str], scale: str = PAPER, root: Path = EXPERIMENTS_DIR,
+           profile: str | None = None) -> list[ExperimentSpec]:
+    """Return the experiments matching ``patterns`` (names or fnmatch globs like ``sanity/*``), in registry order,
+    each changed by its paper-scale ``profile`` if given."""
     import fnmatch
 
     names = list(experiment_files(root))
@@ -518,4 +532,4 @@ def select(patterns: list[str], scale: str = PAPER, root: Path = EXPERIMENTS_DIR
         if not hits:
             load_experiment(pattern, scale, root)  # raises the clear "unknown experiment" error
         chosen += [h for h in hits if h not in chosen]
-    return [load_experiment(n, scale, root) for n in chosen]
+    return [load_experiment(n, scale, root, profile) for n in chosen]

@@ -156,16 +156,18 @@ def run_env(run_dir: Path, attempt: int, metrics_path: Path, on_cpu: bool) -> di
 def plan_run(spec: ExperimentSpec, arm: PrecisionArm, decision: ScaleDecision, options: RunOptions) -> RunPlan:
     """Return the plan of one run; with ``options.resume`` it continues the newest run of the same identity."""
     root = runs_root()
-    name = runs.run_name(spec.name, arm.label, options.seed)
+    profile = profile_for(spec, options.profile)
+    label = arm.label + profile.run_suffix  # a smoke run is named and filed apart from the real runs of its arm
+    name = runs.run_name(spec.name, label, options.seed)
     if options.resume:
-        run_dir = runs.latest_run_dir(root, decision.scale, spec.name, arm.label, options.seed)
+        run_dir = runs.latest_run_dir(root, decision.scale, spec.name, label, options.seed)
         if run_dir is None:
             raise UserError(f"RESUME=1 but there is no earlier run of {name} at scale {decision.scale} to resume")
         if (run_dir / runs.MANIFEST).is_file() and runs.effective_status(runs.read_manifest(run_dir)) == runs.RUNNING:
             raise UserError(f"RESUME=1 but {run_dir} is still running: stop it first (Ctrl-C or kill its launcher)")
         attempt = runs.next_attempt(run_dir)
     else:
-        run_dir, attempt = runs.planned_run_dir(root, decision.scale, spec.name, arm.label, options.seed), 0
+        run_dir, attempt = runs.planned_run_dir(root, decision.scale, spec.name, label, options.seed), 0
         if run_dir.exists():
             raise UserError(f"run directory {run_dir} already exists: refusing to overwrite an earlier run")
     plan = RunPlan(spec, arm, decision, options, name, run_dir, attempt, runs.metrics_path(run_dir, attempt),
@@ -174,7 +176,7 @@ def plan_run(spec: ExperimentSpec, arm: PrecisionArm, decision: ScaleDecision, o
     ctx = RunContext(run_name=name, seed=options.seed, data_dir=data_root(), metrics_path=plan.metrics_path,
                      checkpoint_dir=run_dir / runs.CHECKPOINTS_DIR, gpus_per_node=gpus,
                      nnodes=options.nnodes or spec.resources.nnodes, loggers=options.loggers, model_path=plan.model_path)
-    plan.profile = profile_for(spec, options.profile)
+    plan.profile = profile
     plan.profile_overrides = verl_overrides(spec, arm, ctx) + plan.profile.overrides()
     plan.platform_overrides = cpu_platform_overrides(gpus) if plan.on_cpu else []
     plan.overrides = plan.profile_overrides + plan.platform_overrides + list(options.extra)

@@ -316,3 +316,14 @@ def test_a_tiny_figure_names_the_cpu_kinds_of_the_runs_it_draws(tmp_path):
     assert "runs on AMD EPYC (AuthenticAMD family 25 model 1) [avx2] and AMD EPYC (AuthenticAMD family 25 model 17)" \
         in notes
     assert "Intel" not in notes, "a run the figure does not draw names no CPU"
+
+
+def test_a_smoke_run_is_never_a_point_of_a_paper_scale_curve(tmp_path):
+    from precision_rl.config.precision import PrecisionArm
+
+    rng = np.random.default_rng(3)
+    write_run(tmp_path, "paper", "sanity/grpo", "fp16", 42, [run_records(10, "fp16", rng, n_metrics=0)])
+    write_run(tmp_path, "paper", "sanity/grpo", "fp16", 7, [run_records(10, "fp16", rng, n_metrics=0)],
+              manifest={"run_name": "sanity.grpo-fp16-smoke-s7", "profile": {"name": "smoke", "stop_after_step": None}})
+    data = F.FigureData(logs.load_runs([tmp_path], progress=False), tmp_path / "mismatch")
+    assert data.runs("paper", "sanity/grpo", PrecisionArm("fp16", "fp16")) == ["sanity.grpo-fp16-s42"]

@@ -395,3 +395,32 @@ def test_a_control_without_noise_is_refused_in_one_line():
     broken = dataclasses.replace(spec, hyper=dataclasses.replace(spec.hyper, rollout_logit_noise=None))
     with pytest.raises(UserError, match="logit_noise_in_trainer is the control of a noised rollout"):
         verl_overrides(broken, broken.arms[0], CTX)
+
+
+@pytest.mark.parametrize("label", ["fp16", "bf16"])
+def test_the_smoke_profile_composes_on_one_gpu_and_is_filed_apart(label, tmp_path, monkeypatch):
+    monkeypatch.setenv(paths.RUNS_ENV, str(tmp_path / "runs"))
+    spec = registry.load_experiment("sanity/grpo", "paper", profile="smoke")
+    arm = spec.arm(label)
+    plan = runner.plan_run(spec, arm, ScaleDecision("paper", "paper", "test"), runner.RunOptions(profile="smoke"))
+    cfg, dc = runner.check_composes(plan)
+    assert_precision_landed(spec, arm, cfg, dc)
+    assert_hyper_landed(spec, cfg, dc, plan.options.seed, plan.metrics_path)
+    assert (int(cfg.trainer.n_gpus_per_node), int(cfg.trainer.nnodes), int(cfg.trainer.total_training_steps)) == (1, 1, 20)
+    assert int(cfg.data.train_batch_size) == 16 and int(cfg.data.max_response_length) == 2048
+    whole = registry.load_experiment("sanity/grpo", "paper")
+    assert (spec.model, spec.data, spec.algorithm, spec.arms) == (whole.model, whole.data, whole.algorithm, whole.arms)
+    assert plan.run_dir.parent.name == f"{label}-smoke" and plan.name == f"sanity.grpo-{label}-smoke-s42"
+    assert plan.profile.record() == {"name": "smoke", "stop_after_step": None}
+
+
+def test_every_sanity_based_experiment_has_the_smoke_profile_and_others_refuse_it():
+    have = {name for name in registry.experiment_files()
+            if registry.load_raw(registry.experiment_files()[name]).get("profiles", {}).get("smoke")}
+    assert {"sanity/grpo", "sanity/gspo", "ablation/precision", "ladder/grpo"} <= have
+    for name in sorted(have):
+        assert registry.load_experiment(name, "paper", profile="smoke").resources.gpus_per_node == 1
+    with pytest.raises(UserError, match="moe/grpo_token_tis has no smoke profile"):
+        registry.load_experiment("moe/grpo_token_tis", "paper", profile="smoke")
+    with pytest.raises(UserError, match="no smoke profile at tiny scale"):
+        registry.load_experiment("sanity/grpo", "tiny", profile="smoke")
