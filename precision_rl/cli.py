@@ -227,6 +227,12 @@ def cmd_grid(args) -> int:
     return run_grid(grid, decision, options)
 
 
+def _add_resources(parser: argparse.ArgumentParser) -> None:
+    """Add the paper-scale run's size: GPUs per node and nodes."""
+    parser.add_argument("--gpus", type=int, help="GPUs per node (default: the experiment's)")
+    parser.add_argument("--nnodes", type=int, help="nodes (default: the experiment's)")
+
+
 def _add_selection(parser: argparse.ArgumentParser, experiments_nargs: str) -> None:
     """Add the options ``run`` and ``grid`` share: what to run, at which scale, with which overrides."""
     parser.add_argument("experiments", nargs=experiments_nargs, default=["*"])
@@ -237,8 +243,7 @@ def _add_selection(parser: argparse.ArgumentParser, experiments_nargs: str) -> N
                         help=f"tiny-scale profile: {' or '.join(PROFILES)} (default {DEFAULT_PROFILE}); paper scale: "
                              f"{' or '.join(PAPER_PROFILES)} (one GPU, a few steps) or none")
     parser.add_argument("--dry-run", action="store_true", help="print what would run and write nothing")
-    parser.add_argument("--gpus", type=int, help="GPUs per node (default: the experiment's)")
-    parser.add_argument("--nnodes", type=int, help="nodes (default: the experiment's)")
+    _add_resources(parser)
     parser.add_argument("--extra", default="", help="extra Hydra overrides, one shell-quoted string")
     parser.add_argument("--loggers", default="console,file", help="verl loggers; 'file' is always on")
     parser.add_argument("--preflight", default="run", choices=("run", "skip"),
@@ -358,8 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     preflight = sub.add_parser("preflight", help="what would fail before a paper-scale run, one line per check with "
                                                  "its fix; starts nothing, writes nothing")
     preflight.add_argument("experiment", nargs="?", default="sanity/grpo")
-    preflight.add_argument("--gpus", type=int, help="GPUs per node (default: the experiment's)")
-    preflight.add_argument("--nnodes", type=int, help="nodes (default: the experiment's)")
+    _add_resources(preflight)
     preflight.set_defaults(func=cmd_preflight)
     data_command.add_parser(sub)
     mismatch_run.add_parser(sub)
