@@ -41,3 +41,10 @@ def test_the_tool_refuses_a_failing_record_in_one_line_and_writes_nothing(tmp_pa
     slow.write_text(json.dumps(_record("slow", failed=2, exit_status=1)))
     assert T.main(["--from", str(fast), str(slow)]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1 and not (tmp_path / "record.json").exists()
+
+
+def test_both_pages_show_the_committed_record():
+    body = T.section(T.read_records())
+    for page in T.PAGES:
+        assert T.BLOCK.render(body) in page.read_text(), \
+            f"{page.name}'s test-record block is stale: python -m precision_rl.analysis.test_record --write"
