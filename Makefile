@@ -287,6 +287,7 @@ LOCAL_OUT := $(RUNS_DIR)/_analysis
 PUBLISHED_FIGURES := paper_figures
 FIGURES := fig1_training_reward fig2_eval_accuracy fig3_mismatch_dynamics fig4_fp16_algorithms \
 	fig5_offline_mismatch ablation_precision ablation_fork_changes effect_mismatch_scaling effect_mismatch_ladder
+QUICK_FIGURES := fig1_training_reward fig2_eval_accuracy
 ANALYSIS_CODE := $(addprefix precision_rl/,metrics.py fileio.py paths.py cli.py launch/runs.py) \
 	$(addprefix precision_rl/analysis/,logs.py series.py commands.py wandb_csv.py)
 PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/analysis/,plotting.py figures.py ladder.py mismatch_results.py \
@@ -344,6 +345,8 @@ publish: | $(STAMP) ## Copy finished runs' logs into results/logs/ (committed): 
 
 published-results: $(PUBLISHED_TABLE) | $(STAMP) ##- Redraw the committed figures, results/*.md and the results blocks of README.md, docs/tiny.md and experiments/*/README.md from results/logs alone (after make publish)
 	@$(PY) -m precision_rl figures $(PUBLISHED_SOURCE) --out $(PUBLISHED_FIGURES) --profile calibrated
+	@$(PY) -m precision_rl figures $(PUBLISHED_SOURCE) --out $(PUBLISHED_FIGURES)/quick --profile quick --scale tiny \
+		--only $(QUICK_FIGURES)
 	@$(PY) -m precision_rl tables $(PUBLISHED_SOURCE) --readme $(RESULTS)/README.md
 	@$(PY) -m precision_rl.analysis.profile_times --readme README.md > /dev/null
 	@$(PY) -m precision_rl.analysis.instrument_card --doc docs/tiny.md --readme README.md > /dev/null

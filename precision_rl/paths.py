@@ -16,6 +16,7 @@ EXPERIMENTS_DIR = REPO_ROOT / "experiments"
 DOCS_DIR = REPO_ROOT / "docs"
 RESULTS_DIR = REPO_ROOT / "results"
 FIGURES_DIR = REPO_ROOT / "paper_figures"
+QUICK_FIGURES_DIR = FIGURES_DIR / "quick"  # the tiny training figures drawn again in the quick profile
 BENCH_DIR = RESULTS_DIR / "bench"
 # Committed copies of the logs (manifest and metrics) of the runs behind the committed figures, laid out as runs/.
 LOGS_DIR = RESULTS_DIR / "logs"

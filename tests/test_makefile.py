@@ -169,3 +169,17 @@ def test_every_module_main_the_makefile_calls_is_named_in_the_cli_help():
         assert module in shown
         target = re.search(r"make ([\w-]+)\)$", about).group(1)
         assert re.search(rf"^{target}:", text, re.M), f"{module} names make {target}, which is no target"
+
+
+def test_the_makefile_draws_the_figures_the_code_defines_and_their_quick_versions_where_figures_say():
+    from precision_rl.analysis import figures as F
+    from precision_rl.paths import FIGURES_DIR, QUICK_FIGURES_DIR
+
+    text = (REPO_ROOT / "Makefile").read_text().replace("\\\n", " ")
+
+    def words(variable):
+        return re.search(rf"^{variable} := (.*)$", text, re.M).group(1).split()
+
+    assert words("FIGURES") == list(F.FIGURES) and words("QUICK_FIGURES") == list(F.QUICK_VERSIONS)
+    quick_line = next(line for line in text.splitlines() if "--only $(QUICK_FIGURES)" in line)
+    assert f"--out $(PUBLISHED_FIGURES)/{QUICK_FIGURES_DIR.relative_to(FIGURES_DIR)} --profile quick" in quick_line

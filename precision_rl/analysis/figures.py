@@ -51,7 +51,7 @@ from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json
 from precision_rl.launch.eta import cpu_label
 from precision_rl.launch.runs import FINISHED, read_manifest
-from precision_rl.paths import REPO_ROOT
+from precision_rl.paths import QUICK_FIGURES_DIR, REPO_ROOT
 from precision_rl.tiny.data import VAL_RECIPE, instrument_record, read_problem_list
 from precision_rl.tiny.shipped import SHIPPED_DIR
 
@@ -149,7 +149,11 @@ class FigureData:
         kinds of the runs drawn so far (``eta.cpu_label``); at paper scale nothing."""
         if scale != TINY:
             return ""
-        return tiny_scope(self.profile) + (f"; runs on {' and '.join(kinds)}" if (kinds := self.cpu_kinds(scale)) else "")
+        cut = sorted({self._last_step[key] for key in self.read if key in self._last_step})
+        stand_ins = (f" (calibrated runs drawn to step {'/'.join(map(str, cut))} stand in for the quick runs of their seeds)"
+                     if cut else "")
+        return (tiny_scope(self.profile) + stand_ins
+                + (f"; runs on {' and '.join(kinds)}" if (kinds := self.cpu_kinds(scale)) else ""))
 
     def cpu_kinds(self, scale: str) -> list[str]:
         """Return the CPU kinds (``eta.cpu_label``) the runs drawn so far at ``scale`` ran on, from their manifests."""
@@ -295,8 +299,21 @@ def _grid(data: FigureData, scale: str, prefix: str, draw_panel: Callable, what:
                           for p in omitted)
         legend_note = (f"Not drawn: {names} — no {data.profile}-profile run of the shipped instrument yet "
                        f"(the retired 12-problem runs are in the git history of {LOGS_DIR_NAME})")
+        if elsewhere := _panels_with_quick_runs(data, scale, specs, omitted):
+            legend_note += (f"; {', '.join(f'({p[len(prefix):]})' for p in elsewhere)} "
+                            f"{'has' if len(elsewhere) == 1 else 'have'} quick-profile runs, drawn in this figure's "
+                            f"quick-profile version ({QUICK_FIGURES_DIR.relative_to(REPO_ROOT)}/{scale}/)")
         return fig, axes, legend, legend_note
     return fig, axes, legend, None
+
+
+def _panels_with_quick_runs(data: FigureData, scale: str, specs: dict[str, ExperimentSpec],
+                            panels: list[str]) -> list[str]:
+    """Return those of ``panels`` that a quick-profile version of a tiny figure in another profile would draw."""
+    if scale != TINY or data.profile == QUICK:
+        return []
+    quick = data.with_profile(QUICK)
+    return [p for p in panels if any(quick.has_runs(scale, s.name, a) for s, a in panel_arms(specs, p))]
 
 
 def build_fig1(data: FigureData, scale: str):
@@ -616,6 +633,9 @@ FIGURES: dict[str, Callable] = {
 }
 # Figures drawn in a profile of their own at tiny scale, whatever the others' (the ladder's runs are quick-profile).
 FIGURE_PROFILES = {"effect_mismatch_ladder": QUICK}
+# Tiny figures drawn a second time in the quick profile (into QUICK_FIGURES_DIR by `make published-results`), where the
+# stand-ins' quick runs are drawn beside the calibrated runs' first steps.
+QUICK_VERSIONS = ("fig1_training_reward", "fig2_eval_accuracy")
 
 
 RUN_SOURCES = "runs.json"  # beside the figures of a scale: figure name -> the run directories it drew from

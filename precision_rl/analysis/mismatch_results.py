@@ -19,7 +19,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 from precision_rl.analysis.plotting import OfflineMismatch
-from precision_rl.config.precision import PRECISIONS
+from precision_rl.config.precision import PRECISIONS, ROLLOUT_FORMATS
 from precision_rl.config.scale import PAPER, TINY
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_dir
@@ -40,9 +40,9 @@ def find_pairs(root: Path) -> list[tuple[str, str, str, Path]]:
         if pair_dir.name.startswith(".") or pair_dir.parent.name.startswith("."):
             continue  # a folder the mismatch tool is still writing (or left by a killed run)
         train, _, infer = pair_dir.name.partition("-")
-        if train not in PRECISIONS or infer not in PRECISIONS:
-            raise UserError(f"{pair_dir}: mismatch result folders are named <train>-<infer> with dtypes in "
-                            f"{', '.join(PRECISIONS)}")
+        if train not in PRECISIONS or infer not in ROLLOUT_FORMATS:
+            raise UserError(f"{pair_dir}: mismatch result folders are named <train>-<infer>, the training dtype one "
+                            f"of {', '.join(PRECISIONS)} and the rollout's one of {', '.join(ROLLOUT_FORMATS)}")
         found.append((pair_dir.parent.name, train, infer, pair_dir))
     return found
 

@@ -295,11 +295,15 @@ def test_a_tiny_grid_draws_only_the_panels_with_runs_of_its_profile_and_names_th
     assert list(_panels(calibrated)) == ["(a) Sanity GRPO"]
     notes = " ".join(t.get_text() for t in calibrated.texts)
     assert "Not drawn: (b) Sanity GRPO-Token-TIS" in notes and "(l) Dense-14B DAPO" in notes
+    assert "; (d) has quick-profile runs, drawn in this figure's quick-profile version" in notes.replace("\n", " ")
     assert "calibrated profile" in calibrated._suptitle.get_text()
     assert "instrument: shipped model" in notes
     quick = F.build_fig1(F.FigureData(table, tmp_path / "mismatch", profile="quick"), "tiny")
     # the calibrated GRPO run stands in for its seed's quick run, drawn to the quick steps
     assert list(_panels(quick)) == ["(a) Sanity GRPO", "(d) Sanity GSPO"] and "quick profile" in quick._suptitle.get_text()
+    caption = " ".join(t.get_text() for t in quick.texts).replace("\n", " ")
+    assert "calibrated runs drawn to step 25 stand in for the quick runs of their seeds" in caption
+    assert "stand in" not in notes.replace("\n", " ")
 
 
 def test_a_tiny_figure_names_the_cpu_kinds_of_the_runs_it_draws(tmp_path):

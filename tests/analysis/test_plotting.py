@@ -86,3 +86,17 @@ def test_badly_named_mismatch_folder(tmp_path):
     (bad / "summary.json").write_text("{}")
     with pytest.raises(UserError, match="named <train>-<infer>"):
         find_pairs(tmp_path)
+
+
+@pytest.mark.parametrize("name,accepted", [("fp16-fp8_e4m3", True), ("bf16-fp4_e2m1", True),
+                                           ("fp8_e4m3-fp16", False), ("fp16-int8", False)])
+def test_a_quantized_rollout_is_a_mismatch_result_a_quantized_trainer_is_not(tmp_path, name, accepted):
+    # `make mismatch PAIRS=fp16-fp8_e4m3` writes such a folder; every reader of runs/mismatch must take it
+    pair = tmp_path / "tiny" / name
+    pair.mkdir(parents=True)
+    (pair / "summary.json").write_text("{}")
+    if accepted:
+        assert [(t, i) for _, t, i, _ in find_pairs(tmp_path)] == [tuple(name.split("-"))]
+    else:
+        with pytest.raises(UserError, match="training dtype one of fp16, bf16, fp32 and the rollout.s one of"):
+            find_pairs(tmp_path)

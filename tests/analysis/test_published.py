@@ -23,21 +23,22 @@ from precision_rl.mismatch.layout import SEQUENCES_CSV, SUMMARY, TOKENS_CSV
 from precision_rl.tiny.heldout import RECORDS_DIR as HELDOUT_RECORDS_DIR
 
 
-def test_every_committed_figure_names_only_published_runs():
-    for scale in SCALES:
-        figures = sorted((paths.FIGURES_DIR / scale).glob("*.png"))
-        record = paths.FIGURES_DIR / scale / RUN_SOURCES
-        assert record.is_file(), f"{record} is missing: redraw with `make published-results`"
-        sources = json.loads(record.read_text())
-        assert sorted(sources) == sorted(f.stem for f in figures)
-        for figure, dirs in sources.items():
-            for rel in dirs:
-                run_dir = paths.REPO_ROOT / rel
-                assert run_dir.is_relative_to(paths.LOGS_DIR), f"{scale}/{figure} drew from unpublished {rel}"
-                if run_dir.is_relative_to(paths.LOGS_DIR / paths.MISMATCH_DIR):
-                    assert all((run_dir / name).is_file() for name in (SUMMARY, TOKENS_CSV, SEQUENCES_CSV)), rel
-                else:
-                    assert (run_dir / runs.MANIFEST).is_file() and runs.attempt_files(run_dir), rel
+@pytest.mark.parametrize("folder", [paths.FIGURES_DIR / scale for scale in SCALES] + [paths.QUICK_FIGURES_DIR / "tiny"],
+                         ids=lambda p: str(p.relative_to(paths.FIGURES_DIR)))
+def test_every_committed_figure_names_only_published_runs(folder):
+    figures = sorted(folder.glob("*.png"))
+    record = folder / RUN_SOURCES
+    assert record.is_file(), f"{record} is missing: redraw with `make published-results`"
+    sources = json.loads(record.read_text())
+    assert sorted(sources) == sorted(f.stem for f in figures)
+    for figure, dirs in sources.items():
+        for rel in dirs:
+            run_dir = paths.REPO_ROOT / rel
+            assert run_dir.is_relative_to(paths.LOGS_DIR), f"{folder}/{figure} drew from unpublished {rel}"
+            if run_dir.is_relative_to(paths.LOGS_DIR / paths.MISMATCH_DIR):
+                assert all((run_dir / name).is_file() for name in (SUMMARY, TOKENS_CSV, SEQUENCES_CSV)), rel
+            else:
+                assert (run_dir / runs.MANIFEST).is_file() and runs.attempt_files(run_dir), rel
 
 
 PUBLISHED_RESULTS = "make published-results"

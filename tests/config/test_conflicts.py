@@ -5,6 +5,7 @@ those; every ``[A]`` entry points to the documented assumptions."""
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,7 @@ def test_every_assumption_points_to_the_documented_assumptions():
 
 
 def test_a_conflict_without_a_way_to_run_it_is_refused(tmp_path):
-    (tmp_path / "_base").mkdir()
+    shutil.copytree(paths.EXPERIMENTS_DIR / "_base", tmp_path / "_base")
     doc = (paths.EXPERIMENTS_DIR / "sanity" / "grpo.yaml").read_text().replace("extends: _base/sanity.yaml\n", "")
     base = (paths.EXPERIMENTS_DIR / "_base" / "sanity.yaml").read_text()
     (tmp_path / "_base" / "sanity.yaml").write_text(base.replace(

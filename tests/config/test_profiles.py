@@ -4,7 +4,7 @@ import pytest
 
 from precision_rl import cli
 from precision_rl.config.profiles import CALIBRATED, DEFAULT_PROFILE, PAPER_PROFILE, QUICK, check_profile, profile_for
-from precision_rl.config.registry import SpecError, load_experiment, validate
+from precision_rl.config.registry import SpecError, load_all, load_experiment, validate
 from precision_rl.errors import UserError
 
 
@@ -18,9 +18,24 @@ def test_quick_stops_the_sanity_run_after_its_first_validation_and_calibrated_ru
     assert quick.record() == {"name": "quick", "stop_after_step": 25}
 
 
+def test_every_tiny_training_run_is_the_instrument_with_its_quick_stop():
+    trained = [s for s in load_all("tiny").values() if not s.hyper.val_only]
+    assert {s.name: s.quick_steps for s in trained} == {s.name: 25 for s in trained}
+    assert {"lora/grpo_token_tis", "moe/grpo_seq_mis", "octothinker/grpo", "dense14b/dapo"} <= {s.name for s in trained}
+    # what makes runs of one instrument comparable panel to panel: model, set, batch, schedule and validation
+    shape = ("train_batch_size", "ppo_mini_batch_size", "rollout_n", "max_response_length", "lr_scheduler_type",
+             "total_training_steps", "test_freq", "val_n", "val_temperature", "val_top_p", "temperature")
+
+    def instrument(spec):
+        return (spec.model, spec.data, spec.template) + tuple(getattr(spec.hyper, k) for k in shape)
+
+    reference = instrument(load_experiment("sanity/grpo", "tiny"))
+    assert {s.name: instrument(s) for s in trained} == {s.name: reference for s in trained}
+
+
 def test_experiments_without_quick_steps_and_the_paper_scale_run_whole():
-    moe = load_experiment("moe/grpo_seq_mis", "tiny")
-    assert moe.quick_steps is None and profile_for(moe, QUICK).overrides() == []
+    evaluation = load_experiment("eval/inference_precision_8k", "tiny")
+    assert evaluation.quick_steps is None and profile_for(evaluation, QUICK).overrides() == []
     paper = load_experiment("sanity/grpo", "paper")
     assert paper.quick_steps is None and profile_for(paper, QUICK).name == PAPER_PROFILE
 

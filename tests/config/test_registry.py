@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -117,9 +118,8 @@ SRC = "docs/sources.md#suite-settings: test value"
 
 @pytest.fixture
 def tree(tmp_path):
-    """A private registry: a copy of the sanity base plus one experiment to break."""
-    base = yaml.safe_load((registry.EXPERIMENTS_DIR / "_base" / "sanity.yaml").read_text())
-    _write(tmp_path, "_base/sanity.yaml", base)
+    """A private registry: a copy of the bases plus one experiment to break."""
+    shutil.copytree(registry.EXPERIMENTS_DIR / "_base", tmp_path / "_base")
     good = {"extends": "_base/sanity.yaml", "description": "x", "algorithm": "grpo", "sources": {"algorithm": SRC}}
     _write(tmp_path, "fam/exp.yaml", good)
     return tmp_path, good

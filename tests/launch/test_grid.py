@@ -42,10 +42,10 @@ def _actions(spec, seeds=None, extra=(), profile="quick"):
 
 
 def test_seeds_come_from_the_registry_unless_given():
-    sanity, moe = load_experiment("sanity/grpo", "tiny"), load_experiment("moe/grpo_seq_mis", "tiny")
-    assert sanity.seeds == (42, 1, 7) and moe.seeds == (42,) and load_experiment("sanity/grpo").seeds == (42,)
+    sanity, one_seed = load_experiment("sanity/grpo", "tiny"), load_experiment("sanity/grpo_fork_grader", "tiny")
+    assert sanity.seeds == (42, 1, 7) and one_seed.seeds == (42,) and load_experiment("sanity/grpo").seeds == (42,)
     assert set(_actions(sanity)) == {(a, s) for a in ("fp16", "bf16") for s in (42, 1, 7)}
-    assert set(_actions(moe, seeds=(3,))) == {("fp16", 3), ("bf16", 3)}
+    assert set(_actions(one_seed, seeds=(3,))) == {("fp16", 3), ("bf16", 3)}
 
 
 def test_each_run_state_gives_its_action():
