@@ -33,6 +33,10 @@ STOP_GRACE_S = (20.0, 10.0)  # after SIGINT, then after SIGTERM, before SIGKILL
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _RAY_PREFIX = re.compile(r"^\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*")
 _ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception|Interrupt)\b\s*:")
+# How an error that only reports another one says so: vLLM 0.32's front end when an engine core process exits during
+# start-up ("Engine core initialization failed. See root cause above.", vllm/v1/engine/utils.py,
+# wait_for_engine_startup); the core's own traceback, printed before it, holds the cause.
+_ROOT_CAUSE_ABOVE = "root cause above"
 
 
 @dataclass
@@ -83,13 +87,17 @@ class Progress:
 
 def failing_line(lines) -> str | None:
     """Return the most telling line of a failed run's output: the last ``SomethingError: ...`` line, else the last
-    non-empty one (ANSI colours and Ray's ``(Actor pid=N)`` prefixes removed)."""
+    non-empty one (ANSI colours and Ray's ``(Actor pid=N)`` prefixes removed). Where an error points to a root cause
+    above it, the error line before that one comes first: ``<root cause> (then: <the error pointing to it>)``."""
     cleaned = [_RAY_PREFIX.sub("", _ANSI.sub("", line)).strip() for line in lines]
     cleaned = [line for line in cleaned if line]
-    for line in reversed(cleaned):
-        if _ERROR_LINE.search(line):
-            return line
-    return cleaned[-1] if cleaned else None
+    errors = [line for line in cleaned if _ERROR_LINE.search(line)]
+    if not errors:
+        return cleaned[-1] if cleaned else None
+    pointer = next((i for i, line in enumerate(errors) if _ROOT_CAUSE_ABOVE in line), None)
+    if pointer:
+        return f"{errors[pointer - 1]} (then: {errors[pointer]})"
+    return errors[-1]
 
 
 def _shm_entries() -> set[str]:

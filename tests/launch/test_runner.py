@@ -20,6 +20,7 @@ from precision_rl.config.registry import load_experiment
 from precision_rl.config.scale import ScaleDecision
 from precision_rl.launch import runner as launch
 from precision_rl.launch import runs
+from precision_rl.launch.supervise import failing_line
 
 PAPER = ScaleDecision("paper", "paper", "test")
 
@@ -434,3 +435,19 @@ def test_a_damaged_loader_state_is_one_clear_error(tmp_path):
 
     with pytest.raises(UserError, match="cannot read the data-loader state to resume from"):
         launch.dataloader_workers_override(folder)
+
+
+def test_a_failed_engine_start_names_its_root_cause_not_only_vllm_s_pointer_to_it():
+    output = [  # vLLM 0.32's output when its engine core process dies during start-up, inside verl's Ray actors
+        "(pid=812) INFO engine core starting",
+        "(EngineCore_DP0 pid=901) Traceback (most recent call last):",
+        "(EngineCore_DP0 pid=901) torch.OutOfMemoryError: cannot allocate 512 MiB for the KV cache",
+        "(AgentLoopWorker pid=812) RuntimeError: Engine core initialization failed. See root cause above. "
+        "Failed core proc(s): {'EngineCore_DP0': 1}",
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+    ]
+    assert failing_line(output) == ("torch.OutOfMemoryError: cannot allocate 512 MiB for the KV cache (then: "
+                                    "RuntimeError: Engine core initialization failed. See root cause above. "
+                                    "Failed core proc(s): {'EngineCore_DP0': 1})")
+    assert failing_line(output[-2:]) == output[-1]  # no line above the pointer: the last error, as for any failure
+    assert failing_line(["ValueError: the model is broken", "done"]) == "ValueError: the model is broken"
