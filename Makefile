@@ -103,6 +103,8 @@ $(foreach v,ALGO GRID RUN,$(if $($(v)),$(error $(v) is gone: experiments are cho
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH),)
 export VLLM_CACHE_ROOT ?= $(CURDIR)/.cache/vllm
 export HF_HUB_DISABLE_TELEMETRY := 1
+# Every command that writes or reads local runs finds them where RUNS_DIR says (precision_rl.paths.runs_root).
+export PRECISION_RL_RUNS := $(abspath $(RUNS_DIR))
 export VLLM_NO_USAGE_STATS := 1
 
 # Targets that read runs (check, check-published, publish, heldout) take PROFILE only when it is given: otherwise every profile.

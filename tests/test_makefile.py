@@ -183,3 +183,10 @@ def test_the_makefile_draws_the_figures_the_code_defines_and_their_quick_version
     assert words("FIGURES") == list(F.FIGURES) and words("QUICK_FIGURES") == list(F.QUICK_VERSIONS)
     quick_line = next(line for line in text.splitlines() if "--only $(QUICK_FIGURES)" in line)
     assert f"--out $(PUBLISHED_FIGURES)/{QUICK_FIGURES_DIR.relative_to(FIGURES_DIR)} --profile quick" in quick_line
+
+
+def test_runs_dir_is_where_make_run_puts_a_run(tmp_path):
+    out = make("run", "EXP=sanity/grpo", "PRECISION=fp16", "SCALE=tiny", "DRY_RUN=1", f"RUNS_DIR={tmp_path}")
+    assert out.returncode == 0, out.stderr
+    assert f"VERL_FILE_LOGGER_PATH={tmp_path}/tiny/sanity/grpo/fp16/s42-" in out.stdout
+    assert not any(tmp_path.iterdir()), "a dry run writes nothing"
