@@ -16,6 +16,7 @@ import pandas as pd
 from precision_rl.analysis.readme_blocks import README_SCALE, ReadmeBlock
 from precision_rl.analysis.tables import write_csv_and_markdown
 from precision_rl.config import registry
+from precision_rl.config.profiles import DEFAULT_PROFILE, profile_for
 from precision_rl.config.scale import SCALES
 from precision_rl.console import render_table
 from precision_rl.launch.runs import FINISHED
@@ -58,29 +59,33 @@ def grid_progress(summary: pd.DataFrame, scales: tuple[str, ...] = SCALES,
 
     A finished run counts where its experiment, precision label and seed are one the registry plans; runs of
     other seeds or arms (a single ``make run`` with another SEED) are not counted. The estimate gives each run not
-    made yet the median wall time of its family's finished runs (more runs than an experiment's two or three, so
-    less moved by one run that shared the cores), else of all the scale's.
+    made yet the median wall time of its family's finished runs in the profile ``make grid`` runs (more runs than an
+    experiment's two or three, so less moved by one run that shared the cores), else of all the scale's runs in that
+    profile: a calibrated tiny run takes ~8x a quick one.
     """
     finished = summary[summary["status"] == FINISHED].assign(seed=lambda f: f["seed"].astype(int))
-    wall = {key: float(w) for key, w in zip(zip(finished["scale"], finished["experiment"], finished["precision"],
-                                                finished["seed"], strict=True), finished["wall_time_s"], strict=True)}
+    keys = zip(finished["scale"], finished["experiment"], finished["precision"], finished["seed"], strict=True)
+    wall = {key: (float(w), str(profile)) for key, w, profile in
+            zip(keys, finished["wall_time_s"], finished["profile"], strict=True)}
     rows = []
     for scale in scales:
         for name, spec in registry.load_all(scale, root).items():
             planned = [(arm.label, seed) for arm in spec.scale_arms for seed in spec.seeds]
             if not planned:
                 continue  # an experiment that runs at tiny scale only
-            walls = [wall[(scale, name, arm, seed)] for arm, seed in planned if (scale, name, arm, seed) in wall]
+            done = [wall[(scale, name, arm, seed)] for arm, seed in planned if (scale, name, arm, seed) in wall]
+            walls = [w for w, _ in done]
+            grid_profile = profile_for(spec, DEFAULT_PROFILE).name
             missing = [(arm, seed) for arm, seed in planned if (scale, name, arm, seed) not in wall]
             rows.append({"scale": scale, "family": spec.family, "experiment": name,
                          "arms": ", ".join(a.label for a in spec.scale_arms), "seeds": " ".join(map(str, spec.seeds)),
                          "planned": len(planned), "finished": len(walls), "not_run": _not_run_text(missing, planned),
                          "finished_wall_s": float(sum(walls)), "median_wall_s": _median(pd.Series(walls, dtype=float)),
-                         "walls": walls})
+                         "grid_walls": [w for w, profile in done if profile == grid_profile]})
     frame = pd.DataFrame(rows)
     estimate = pd.Series(np.nan, index=frame.index)
     for keys in (["scale", "family"], ["scale"]):
-        pooled = frame.groupby(keys)["walls"].transform(
+        pooled = frame.groupby(keys)["grid_walls"].transform(
             lambda walls: _median(pd.Series([w for run_walls in walls for w in run_walls], dtype=float)))
         estimate = estimate.fillna(pooled.astype(float))
     frame["not_run_estimate_s"] = (frame["planned"] - frame["finished"]) * estimate
@@ -104,9 +109,12 @@ def scale_section(progress: pd.DataFrame, scale: str) -> str:
     else:
         rest = (f"`make grid SCALE={scale}` runs the other {planned - finished}, one after another, skipping the "
                 f"finished and the published ones; ")
-        rest += (f"at the median wall time of each run's family (of all the scale's runs where its family has none "
-                 f"yet) they take about {_hours(group['not_run_estimate_s'].sum())}." if finished else
-                 "no run of this scale has finished here, so there is no wall time to estimate them from.")
+        estimated = group["not_run_estimate_s"].sum()
+        rest += (f"at the median wall time of each run's family in the profile it runs (of all the scale's runs in "
+                 f"that profile where its family has none yet) they take about {_hours(estimated)}."
+                 if finished and estimated > 0 else
+                 "no run of this scale has finished here in the profile it runs, so there is no wall time to "
+                 "estimate them from.")
     rows = [[r.experiment, r.seeds, f"{r.finished}/{r.planned}",
              f"{r.median_wall_s:.0f} s" if np.isfinite(r.median_wall_s) else "—", r.not_run or "—"]
             for r in group.itertuples(index=False)]

@@ -24,7 +24,7 @@ from precision_rl.config.scale import SCALES
 from precision_rl.fileio import atomic_path, atomic_write_text
 
 SUMMARY_COLUMNS = (
-    "scale", "experiment", "precision", "seed", "run", "status", "last_step", "peak_reward", "peak_step",
+    "scale", "experiment", "precision", "seed", "run", "status", "profile", "last_step", "peak_reward", "peak_step",
     "final_reward", "collapse_step", "val_set", "val_final", "val_peak", "median_mean_abs_diff", "median_token_kl_k1",
     "median_token_kl_k3", "mean_abs_diff_first", "mean_abs_diff_last", "token_kl_k3_first", "token_kl_k3_last",
     "skipped_steps", "wall_time_s",
@@ -93,7 +93,7 @@ def summarize(table: RunTable) -> pd.DataFrame:
         label = PrecisionArm(run.precision_train, run.precision_infer).label
         rows.append({
             "scale": scale, "experiment": run.experiment, "precision": label, "seed": int(run.seed), "run": name,
-            "status": run.status, "last_step": reward.last_step if reward else None,
+            "status": run.status, "profile": str(run.profile), "last_step": reward.last_step if reward else None,
             "peak_reward": reward.peak if reward else np.nan, "peak_step": reward.peak_step if reward else None,
             "final_reward": reward.final if reward else np.nan,
             "collapse_step": reward.collapse_step if reward else None,

@@ -10,9 +10,10 @@ from precision_rl.analysis.tables import SUMMARY_COLUMNS
 from precision_rl.config import registry
 
 
-def run(experiment, precision, seed, status="finished", scale="tiny", wall=100.0):
+def run(experiment, precision, seed, status="finished", scale="tiny", wall=100.0, profile=None):
     row = dict.fromkeys(SUMMARY_COLUMNS, math.nan)
-    row.update(scale=scale, experiment=experiment, precision=precision, seed=seed, status=status, wall_time_s=wall)
+    row.update(scale=scale, experiment=experiment, precision=precision, seed=seed, status=status, wall_time_s=wall,
+               profile=profile or ("quick" if scale == "tiny" else "paper"))
     return row
 
 
@@ -91,5 +92,16 @@ def test_a_scale_with_no_finished_run_gives_no_estimate(summary):
     grid = progress.grid_progress(summary[summary["scale"] != "paper"])
     text = progress.scale_section(grid, "paper")
     assert text.startswith("**0 of the")
-    assert "no run of this scale has finished here, so there is no wall time to estimate them from." in text
+    assert "no run of this scale has finished here in the profile it runs, so there is no wall time" in text
     assert "they take about" not in text
+
+
+def test_the_estimate_reads_only_runs_of_the_profile_the_grid_runs(summary):
+    calibrated = pd.concat([summary, pd.DataFrame([run("sanity/gspo", "bf16", 7, wall=20000.0, profile="calibrated")])],
+                           ignore_index=True)
+    tiny = progress.grid_progress(calibrated).query("scale == 'tiny'").set_index("experiment")
+    assert tiny.loc["sanity/gspo", ["finished", "median_wall_s"]].tolist() == [4, 350.0]  # counted as done
+    assert tiny.loc["sanity/gspo", "not_run_estimate_s"] == 2 * 100.0  # but not timing the quick runs
+    only_calibrated = pd.DataFrame([run("sanity/grpo", "fp16", 42, wall=20000.0, profile="calibrated")])
+    grid = progress.grid_progress(only_calibrated)
+    assert "no run of this scale has finished here in the profile it runs" in progress.scale_section(grid, "tiny")
