@@ -4,9 +4,10 @@ log-probabilities) and forward with backward (the update).
 
 The engine's numerics are reproduced: the model in the arm's format (FSDP's mixed precision ``param_dtype``) under
 autocast to it, verl's own log-probability and entropy functions, torch's deterministic algorithms (the
-instrument's ``fsdp_config.full_determinism``), its linear layers on the emulated 16-bit GEMM where this CPU has no matrix instructions for the format
-(``verl_ext.cpu.gemm.use_half_linears``, as ``verl_ext.engine``'s CPU engine installs it), torch on every core of
-the process (``engine.pin_torch_threads``). The micro-batch has the instrument's rows and is padded to the longest
+instrument's ``fsdp_config.full_determinism``), its linear layers on the emulated 16-bit GEMM where this CPU has no
+matrix instructions for the format (``verl_ext.cpu.gemm.use_half_linears``, as ``verl_ext.engine``'s CPU engine
+installs it), torch on every core of the process (``engine.pin_torch_threads``). FSDP itself (its hooks and the casts
+of its flat parameters and gradients) is left out. The micro-batch has the instrument's rows and is padded to the longest
 sequence a micro-batch of the published calibrated run holds (median over its steps of the logged
 ``prompt_length/max + response_length/max``), as verl 0.9.1 pads a micro-batch to its longest sequence when
 remove-padding is off (``FSDPEngine.prepare_model_inputs``, ``torch.nested.to_padded_tensor``); so the FLOPs counted
@@ -113,8 +114,8 @@ def build_model(dtype: torch.dtype) -> tuple[torch.nn.Module, str]:
 
 
 def micro_batch(rows: int, length: int, vocab: int, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Return a right-padded micro-batch of ``rows`` sequences of ``length`` positions with the instrument's mean
-    share of padding (sequence lengths drawn uniformly between half and all of ``length``)."""
+    """Return a right-padded micro-batch of ``rows`` sequences of ``length`` positions, their lengths drawn uniformly
+    between half and all of ``length`` and the padding masked (the model computes every position either way)."""
     gen = torch.Generator().manual_seed(seed)
     ids = torch.randint(1, vocab, (rows, length), generator=gen)
     real = torch.randint(length // 2, length + 1, (rows,), generator=gen)
@@ -149,6 +150,7 @@ def measure(arm: str, rows: int, length: int, repeats: int) -> list[dict]:
     batch = micro_batch(rows, length, model.config.vocab_size)
     weights = phase_rates.matmul_weights(model.config.to_dict())
     peak = phase_rates.cpu_peak()
+    micro_batches = micro_batches_per_step()
     out = []
     for phase, backward in PASSES.items():
         one_pass(model, batch, backward)
@@ -167,7 +169,6 @@ def measure(arm: str, rows: int, length: int, repeats: int) -> list[dict]:
         wall = statistics.median(walls)
         gemm_s = wall * split["GEMM"] / profiled
         flops = phase_rates.PASSES[phase] * weights * rows * length
-        micro_batches = _micro_batches_per_step()
         verl_s = phase_seconds(arm, phase)
         out.append({
             "arm": arm, "gemm_mode": mode, "phase": phase, "rows": rows, "length": length,
@@ -179,7 +180,8 @@ def measure(arm: str, rows: int, length: int, repeats: int) -> list[dict]:
     return out
 
 
-def _micro_batches_per_step() -> int:
+def micro_batches_per_step() -> int:
+    """Return how many micro-batches each of a step's trainer phases runs: its sequences over the micro-batch."""
     hyper = load_experiment(EXPERIMENT, "tiny").hyper
     return hyper.train_batch_size * hyper.rollout_n // hyper.ppo_micro_batch_size_per_gpu
 
