@@ -23,7 +23,6 @@ Writes ``results/bench/trainer-<UTC>.json``.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -33,6 +32,7 @@ import torch
 
 from precision_rl import metrics as M
 from precision_rl.analysis import phase_rates
+from precision_rl.analysis.logs import load_run_dir
 from precision_rl.config.registry import load_experiment
 from precision_rl.console import render_table
 from precision_rl.fileio import atomic_write_json
@@ -64,16 +64,12 @@ def published_runs(arm: str) -> list[Path]:
 
 
 def step_values(run_dir: Path) -> list[dict]:
-    """Return the logged metrics of each training step of a run (step >= 1), in step order."""
-    steps = {}
-    for path in runs.attempt_files(run_dir):
-        for line in path.read_text().splitlines():
-            try:
-                row = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(row, dict) and isinstance(row.get("step"), int) and row["step"] >= 1:
-                steps.setdefault(row["step"], {}).update(row.get("data", row))
+    """Return the logged metrics of each training step of a run (step >= 1, every attempt merged), in step order."""
+    logged = load_run_dir(run_dir)
+    steps: dict[int, dict] = {}
+    for step, name, value in zip(logged.steps, logged.names, logged.values, strict=True):
+        if step >= 1:
+            steps.setdefault(step, {})[name] = value
     return [steps[s] for s in sorted(steps)]
 
 
