@@ -291,12 +291,13 @@ LOGS_DIR := $(RESULTS)/logs
 LOCAL_OUT := $(RUNS_DIR)/_analysis
 PUBLISHED_FIGURES := paper_figures
 FIGURES := fig1_training_reward fig2_eval_accuracy fig3_mismatch_dynamics fig4_fp16_algorithms \
-	fig5_offline_mismatch ablation_precision ablation_fork_changes effect_mismatch_scaling effect_mismatch_ladder
+	fig5_offline_mismatch ablation_precision ablation_fork_changes effect_mismatch_scaling effect_mismatch_ladder \
+	effect_ladder_algorithms
 QUICK_FIGURES := fig1_training_reward fig2_eval_accuracy
 ANALYSIS_CODE := $(addprefix precision_rl/,metrics.py fileio.py paths.py cli.py launch/runs.py) \
 	$(addprefix precision_rl/analysis/,logs.py series.py commands.py wandb_csv.py)
-PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/analysis/,plotting.py figures.py ladder.py mismatch_results.py \
-	mismatch_scaling.py) \
+PLOT_CODE := $(ANALYSIS_CODE) $(addprefix precision_rl/analysis/,plotting.py figures.py ladder.py ladder_algorithms.py \
+	panel_notes.py mismatch_results.py mismatch_scaling.py) \
 	precision_rl/config/registry.py \
 	$(wildcard experiments/*/*.yaml)
 

@@ -12,7 +12,6 @@ EXP='sanity/gspo' SCALE=tiny", "BF16: run unfinished (died)", "BF16: no data (â€
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +23,7 @@ from tqdm import tqdm
 from precision_rl import metrics as M
 from precision_rl.analysis import plotting as P
 from precision_rl.analysis.ladder import LADDER_TITLE, build_mismatch_ladder
+from precision_rl.analysis.ladder_algorithms import LADDER_ALGORITHMS_TITLE, build_ladder_algorithms
 from precision_rl.analysis.logs import RunTable
 from precision_rl.analysis.mismatch_results import load_offline, read_summary, result_dirs
 from precision_rl.analysis.mismatch_scaling import (
@@ -38,6 +38,8 @@ from precision_rl.analysis.mismatch_scaling import (
 from precision_rl.analysis.panel_notes import (
     ArmRuns,
     finish_panel,
+    panel_arms,
+    panel_ids,
     shared_legend,
     why_missing,
 )
@@ -57,9 +59,6 @@ from precision_rl.tiny.shipped import SHIPPED_DIR
 
 FAMILY_LABELS = {"sanity": "Sanity", "octothinker": "OctoThinker", "lora": "LoRA", "moe": "MoE",
                  "dense14b": "Dense-14B", "ablation": "Ablation"}
-ALGORITHM_LABELS = {"grpo": "GRPO", "grpo_token_tis": "GRPO-Token-TIS", "grpo_seq_mis": "GRPO-Seq-MIS",
-                    "gspo": "GSPO", "pg_seq_is": "PG-Seq-IS", "pg_seq_tis": "PG-Seq-TIS", "pg_seq_mis": "PG-Seq-MIS",
-                    "dapo": "DAPO"}
 DATASET_LABELS = {"aime24": "AIME 2024", "aime25": "AIME 2025", "math500": "MATH500",
                   VAL_RECIPE: "Tiny sanity validation set"}
 FIGURE_TITLES = {
@@ -72,6 +71,7 @@ FIGURE_TITLES = {
     "ablation_fork_changes": "FP16 vs BF16 with and without the fork's optimizer and loss changes",
     "effect_mismatch_scaling": "Beyond the paper: mismatch against model width and response length",
     "effect_mismatch_ladder": LADDER_TITLE,
+    "effect_ladder_algorithms": LADDER_ALGORITHMS_TITLE,
 }
 FORK_ABLATION_PANEL = "fork_ablation"
 CURVE_NOTE = ("Training curves: faint = raw per-step value (mean over seeds), bold = EMA (span 5 % of the steps); "
@@ -233,21 +233,10 @@ class FigureData:
 
 # --------------------------------------------------------------------------------------------- panels
 
-def panel_ids(specs: dict[str, ExperimentSpec], prefix: str) -> list[str]:
-    """Return the panel ids (e.g. fig1a â€¦ fig1l) that registry experiments name with ``prefix``, sorted."""
-    pattern = re.compile(rf"^{re.escape(prefix)}[a-z]$")
-    return sorted({ref.panel for spec in specs.values() for ref in spec.paper if pattern.match(ref.panel)})
-
-
-def panel_arms(specs: dict[str, ExperimentSpec], panel: str) -> list[tuple[ExperimentSpec, PrecisionArm]]:
-    """Return the (experiment, arm) pairs feeding ``panel``; ``fig3:bf16`` keeps only the bf16 arm."""
-    return [(spec, arm) for spec in specs.values() for arm in spec.panel_arms(panel)]
-
-
 def experiment_title(spec: ExperimentSpec) -> str:
     """Return a panel title for ``spec``: its family and algorithm, e.g. "Sanity GRPO-Token-TIS"."""
     family = FAMILY_LABELS.get(spec.family, spec.family)
-    return f"{family} {ALGORITHM_LABELS.get(spec.algorithm, spec.algorithm)}"
+    return f"{family} {P.ALGORITHM_LABELS.get(spec.algorithm, spec.algorithm)}"
 
 
 def dataset_label(name: str) -> str:
@@ -256,7 +245,7 @@ def dataset_label(name: str) -> str:
 
 
 def _arm_name(spec: ExperimentSpec, arm: PrecisionArm) -> str:
-    return f"{P.precision_label(arm.train, arm.infer)} {ALGORITHM_LABELS.get(spec.algorithm, spec.algorithm)}"
+    return f"{P.precision_label(arm.train, arm.infer)} {P.ALGORITHM_LABELS.get(spec.algorithm, spec.algorithm)}"
 
 
 # --------------------------------------------------------------------------------------------- Fig. 1 / 2
@@ -630,9 +619,10 @@ FIGURES: dict[str, Callable] = {
     "ablation_fork_changes": build_fork_ablation,
     "effect_mismatch_scaling": build_mismatch_scaling,
     "effect_mismatch_ladder": build_mismatch_ladder,
+    "effect_ladder_algorithms": build_ladder_algorithms,
 }
 # Figures drawn in a profile of their own at tiny scale, whatever the others' (the ladder's runs are quick-profile).
-FIGURE_PROFILES = {"effect_mismatch_ladder": QUICK}
+FIGURE_PROFILES = {"effect_mismatch_ladder": QUICK, "effect_ladder_algorithms": QUICK}
 # Tiny figures drawn a second time in the quick profile (into QUICK_FIGURES_DIR by `make published-results`), where the
 # stand-ins' quick runs are drawn beside the calibrated runs' first steps.
 QUICK_VERSIONS = ("fig1_training_reward", "fig2_eval_accuracy")

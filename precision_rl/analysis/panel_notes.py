@@ -5,6 +5,7 @@ shared by a figure's panels."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from precision_rl.analysis import plotting as P
@@ -14,6 +15,7 @@ from precision_rl.config.scale import PAPER
 
 NOT_RUN_YET = "not run yet"
 NEEDS_GPUS = "not run (paper scale needs GPUs)"
+TINY_ONLY = "runs at tiny scale only (the paper scale refuses it)"
 MAX_LISTED_ARMS = 3  # a note names at most this many arms sharing a state, else counts them
 
 
@@ -38,13 +40,15 @@ def grid_command(experiments: list[str], scale: str) -> str:
 def why_missing(arm: ArmRuns, scale: str, what: str, nonpositive: bool = False) -> str:
     """Return why ``arm`` draws nothing in a panel: its finished runs logged ``what`` only at or below zero on a
     log scale (``nonpositive``), or not at all, none of its runs finished, or it has none (at paper scale: needs
-    GPUs)."""
+    GPUs, or runs at tiny scale only)."""
     if arm.finished:
         return f"{what} ≤ 0 throughout (log scale)" if nonpositive else f"no data ({what} not logged)"
     if arm.unfinished:
         plural = "s" if len(arm.unfinished) > 1 else ""
         return f"run{plural} unfinished ({', '.join(sorted(set(arm.unfinished)))})"
-    return NEEDS_GPUS if scale == PAPER else NOT_RUN_YET
+    if scale != PAPER:
+        return NOT_RUN_YET
+    return TINY_ONLY if arm.spec.runs_at_tiny_scale_only(arm.arm) else NEEDS_GPUS
 
 
 def panel_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str,
@@ -107,3 +111,14 @@ def shared_legend(fig, arms: list[ArmRuns], looks: list[tuple[str, str]], drew: 
     if any(drew):
         absent = [a for a, d in zip(arms, drew, strict=True) if not d]
         P.header_note(fig, panel_lines(absent, [0] * len(absent), scale, "these metrics"))
+
+
+def panel_ids(specs: dict[str, ExperimentSpec], prefix: str) -> list[str]:
+    """Return the panel ids (e.g. fig1a … fig1l) that registry experiments name with ``prefix``, sorted."""
+    pattern = re.compile(rf"^{re.escape(prefix)}[a-z]$")
+    return sorted({ref.panel for spec in specs.values() for ref in spec.paper if pattern.match(ref.panel)})
+
+
+def panel_arms(specs: dict[str, ExperimentSpec], panel: str) -> list[tuple[ExperimentSpec, PrecisionArm]]:
+    """Return the (experiment, arm) pairs feeding ``panel``; ``fig3:bf16`` keeps only the bf16 arm."""
+    return [(spec, arm) for spec in specs.values() for arm in spec.panel_arms(panel)]

@@ -31,6 +31,9 @@ PRECISION_NAMES = {"bf16": "BF16", "fp16": "FP16", "fp32": "FP32", "fp8_e4m3": "
 # In the precision ablation the colour is the training dtype and the line style the inference dtype.
 INFER_LINESTYLES = {"bf16": "-", "fp16": "--", "fp32": ":"}
 _TAB10 = plt.get_cmap("tab10").colors
+ALGORITHM_LABELS = {"grpo": "GRPO", "grpo_token_tis": "GRPO-Token-TIS", "grpo_seq_mis": "GRPO-Seq-MIS",
+                    "gspo": "GSPO", "pg_seq_is": "PG-Seq-IS", "pg_seq_tis": "PG-Seq-TIS", "pg_seq_mis": "PG-Seq-MIS",
+                    "dapo": "DAPO"}
 ALGORITHM_COLORS = {name: _TAB10[i % 10] for i, name in enumerate(ALGORITHMS)}
 NO_RUNS = "no runs"
 RAW_ALPHA = 0.25

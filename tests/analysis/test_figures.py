@@ -56,14 +56,14 @@ def _data(root):
 
 
 def test_panels_come_from_the_registry(specs):
-    assert F.panel_ids(specs, "fig1") == [f"fig1{c}" for c in "abcdefghijkl"]
-    assert F.panel_ids(specs, "fig2") == [f"fig2{c}" for c in "abcdefghijkl"]
-    fig3 = {(s.algorithm, a.label) for s, a in F.panel_arms(specs, "fig3")}
+    assert N.panel_ids(specs, "fig1") == [f"fig1{c}" for c in "abcdefghijkl"]
+    assert N.panel_ids(specs, "fig2") == [f"fig2{c}" for c in "abcdefghijkl"]
+    fig3 = {(s.algorithm, a.label) for s, a in N.panel_arms(specs, "fig3")}
     assert fig3 == {("grpo", "bf16"), ("grpo_token_tis", "bf16"), ("grpo_seq_mis", "bf16"), ("gspo", "bf16"),
                     ("pg_seq_is", "fp16")}
-    assert {a.label for _, a in F.panel_arms(specs, "fig4")} == {"fp16"}
-    assert len(F.panel_arms(specs, "ablation")) == 9
-    titles = [F.experiment_title(s) for s, _ in F.panel_arms(specs, "fig1h")]
+    assert {a.label for _, a in N.panel_arms(specs, "fig4")} == {"fp16"}
+    assert len(N.panel_arms(specs, "ablation")) == 9
+    titles = [F.experiment_title(s) for s, _ in N.panel_arms(specs, "fig1h")]
     assert titles == ["LoRA GRPO-Token-TIS", "LoRA GRPO-Token-TIS"]  # both arms of one experiment
 
 
@@ -223,7 +223,7 @@ def test_draw_figure_rejects_unknown_names(tmp_path):
 
 
 def test_fork_ablation_draws_both_settings_in_both_precisions(tmp_path, specs):
-    assert {(s.name, a.label) for s, a in F.panel_arms(specs, F.FORK_ABLATION_PANEL)} == {
+    assert {(s.name, a.label) for s, a in N.panel_arms(specs, F.FORK_ABLATION_PANEL)} == {
         (name, arm) for name in ("sanity/grpo", "ablation/fork_changes") for arm in ("fp16", "bf16")}
     steps = range(1, 11)
     for name in ("sanity/grpo", "ablation/fork_changes"):
