@@ -39,6 +39,7 @@ class RunDose:
     final_reward: float | None  # trailing mean of the training reward at the last step
     heldout: float | None  # the last held-out accuracy
     max_abs_diff: float | None  # the largest |π − μ| over the run's steps
+    derived_dose: bool = False  # the run predates the per-sequence KL metric: its dose is ``derived_sequence_kl``'s
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ class Rung:
 
 
 def summarize_run(run: str, reward: pd.Series | None, heldout: pd.Series | None, sequence_kl: pd.Series | None,
-                  max_abs_diff: pd.Series | None) -> RunDose:
+                  max_abs_diff: pd.Series | None, derived_dose: bool = False) -> RunDose:
     """Return the dose and outcome of one run from its series (any may be None or empty)."""
     def has(s):
         return s is not None and not s.dropna().empty
@@ -71,7 +72,28 @@ def summarize_run(run: str, reward: pd.Series | None, heldout: pd.Series | None,
     return RunDose(run, float(sequence_kl.dropna().median()) if has(sequence_kl) else None,
                    float(trailing_mean(reward.dropna()).iloc[-1]) if has(reward) else None,
                    float(heldout.dropna().iloc[-1]) if has(heldout) else None,
-                   float(max_abs_diff.dropna().max()) if has(max_abs_diff) else None)
+                   float(max_abs_diff.dropna().max()) if has(max_abs_diff) else None, derived_dose)
+
+
+def derived_sequence_kl(token_k3: pd.Series | None, response_length: pd.Series | None) -> pd.Series | None:
+    """Return the per-sequence KL[μ‖π] (k3) per step of a run that logged only verl's token mean of k3: that mean
+    times the step's mean response length, which is the same sum over the step's response tokens divided by its
+    responses (``mismatch/sequence_kl_k3_mean`` sums k3 per response and averages); None without both series."""
+    if token_k3 is None or response_length is None:
+        return None
+    product = (token_k3 * response_length).dropna()
+    return product if not product.empty else None
+
+
+def run_sequence_kl(data, scale: str, run: str) -> tuple[pd.Series | None, bool]:
+    """Return a run's per-sequence KL[μ‖π] (k3) per step and whether it was derived (``derived_sequence_kl``, for
+    a run logged before the metric existed); (None, False) where neither can be read."""
+    logged = _last(data.curves(scale, [run], M.SEQUENCE_KL_K3_Q))
+    if logged is not None:
+        return logged, False
+    derived = derived_sequence_kl(_last(data.curves(scale, [run], M.TOKEN_KL_K3_Q)),
+                                  _last(data.curves(scale, [run], M.RESPONSE_LENGTH_Q)))
+    return derived, derived is not None
 
 
 def _below(rung: Rung, reference: Rung) -> bool:
@@ -164,14 +186,17 @@ def ladder_rungs(data, scale: str, arms: list[ArmRuns] | None = None) -> list[Ru
     rungs = []
     for arm in ladder_arms(data, scale) if arms is None else arms:
         val = arm.spec.data.val
-        doses = [summarize_run(run, _last(data.curves(scale, [run], M.REWARD_Q)),
-                               _last(data.val_curves(scale, [run], val[0])[0]) if val else None,
-                               _last(data.curves(scale, [run], M.SEQUENCE_KL_K3_Q)),
-                               _last(data.curves(scale, [run], M.PROBS_DIFF_ABS_MAX_Q))) for run in arm.finished]
+        doses = []
+        for run in arm.finished:
+            sequence_kl, derived = run_sequence_kl(data, scale, run)
+            doses.append(summarize_run(run, _last(data.curves(scale, [run], M.REWARD_Q)),
+                                       _last(data.val_curves(scale, [run], val[0])[0]) if val else None, sequence_kl,
+                                       _last(data.curves(scale, [run], M.PROBS_DIFF_ABS_MAX_Q)), derived))
         rungs.append(Rung(arm.label, arm.arm.infer, tuple(doses), *synthetic_noise(arm.spec)))
     return rungs
 
 
+DERIVED_MARKER = "s"  # a run whose dose is derived from verl's token-mean k3 (``derived_sequence_kl``)
 OUTCOME_AXIS = (0.0, 1.05)  # every outcome is a share (reward, accuracy, |π − μ|): the whole range, read at a glance
 OUTCOMES = (("final_reward", "Final training reward (trailing mean)"), ("heldout", "Held-out accuracy (last)"),
             ("max_abs_diff", "Largest |π − μ| of the run"))
@@ -195,13 +220,17 @@ def build_mismatch_ladder(data, scale: str):
         ax.set_ylim(*OUTCOME_AXIS)
         seeds = []
         for rung, color in zip(rungs, colors, strict=True):
-            points = [(r.sequence_kl, getattr(r, field)) for r in rung.runs
+            points = [(r.sequence_kl, getattr(r, field), r.derived_dose) for r in rung.runs
                       if r.sequence_kl is not None and r.sequence_kl > 0 and getattr(r, field) is not None]
             seeds.append(len(points))
             if not points:
                 continue
-            xs, ys = zip(*points, strict=True)
-            ax.scatter(xs, ys, s=14, zorder=3, edgecolors=color, facecolors="none" if rung.control else color)
+            xs, ys, _ = zip(*points, strict=True)
+            for marker, keep in (("o", False), (DERIVED_MARKER, True)):
+                chosen = [(x, y) for x, y, d in points if d == keep]
+                if chosen:
+                    ax.scatter(*zip(*chosen, strict=True), s=14, zorder=3, marker=marker, edgecolors=color,
+                               facecolors="none" if rung.control else color)
             ax.errorbar([np.mean(xs)], [np.mean(ys)], xerr=[[np.mean(xs) - min(xs)], [max(xs) - np.mean(xs)]],
                         yerr=[[np.mean(ys) - min(ys)], [max(ys) - np.mean(ys)]], color=color, linewidth=1,
                         capsize=2, zorder=2)
@@ -229,7 +258,9 @@ def build_mismatch_ladder(data, scale: str):
                   "(R1-Distill-Qwen-1.5B, 0.32 FP16, 7.64 BF16). Points: runs; bars: a rung's min–max over seeds. "
                   "Synthetic rungs add seeded Gaussian noise σ to the rollout's logits "
                   "(docs/sources.md#e18-synthetic-mismatch); their controls (hollow points, dashed curves) add it to the trainer's too: the "
-                  "same worse sampler, no mismatch. Runs that logged no per-sequence KL (before it was logged) are in the curves only.",
+                  "same worse sampler, no mismatch. Squares: runs logged before the per-sequence KL was, "
+                  "their dose verl's token-mean k3 times the step's mean response length (the same sum over the step's "
+                  "tokens per response); runs with neither are in the curves only.",
                   scope=data.scope(scale))
     return fig
 

@@ -9,7 +9,7 @@ from precision_rl import metrics as M
 from precision_rl.analysis import figures as F
 from precision_rl.analysis import logs
 from precision_rl.analysis import plotting as P
-from precision_rl.analysis.ladder import RunDose, Rung, ladder_rungs, verdict
+from precision_rl.analysis.ladder import RunDose, Rung, derived_sequence_kl, ladder_rungs, verdict
 from precision_rl.analysis.synthetic import write_run
 
 QUICK = {"profile": {"name": "quick", "stop_after_step": 25}}
@@ -90,3 +90,27 @@ def test_draw_figure_draws_the_ladder_in_the_quick_profile_whatever_the_data_s(t
     png, _ = F.draw_figure(data, "effect_mismatch_ladder", "tiny", tmp_path / "fig" / "tiny" / "ladder.png")
     assert png.is_file()
     assert data.profile == "calibrated"
+
+
+def test_a_run_logged_before_the_per_sequence_kl_takes_its_dose_from_the_token_k3_times_the_mean_length(tmp_path):
+    old = [{"step": s, "data": {M.REWARD: 0.8, M.TOKEN_KL_K3: 1e-7 * s, M.RESPONSE_LENGTH: 40.0,
+                                M.PROBS_DIFF_ABS_MAX: 0.1}} for s in range(1, 301)]
+    write_run(tmp_path, "tiny", "sanity/grpo", "fp16", 42, [old])  # calibrated, no per-sequence KL
+    write_run(tmp_path, "tiny", "ladder/grpo", "train_fp16-infer_fp4_e2m1", 42, [_records(25, 0.7, 0.4)],
+              manifest=QUICK)
+    quick = F.FigureData(logs.load_runs([tmp_path], progress=False), tmp_path / "mismatch").with_profile("quick")
+    rungs = {r.label: r for r in ladder_rungs(quick, "tiny")}
+    fp16, fp4 = rungs["FP16"].runs[0], rungs["train FP16 / infer MXFP4"].runs[0]
+    assert fp16.derived_dose and not fp4.derived_dose
+    assert fp16.sequence_kl == pytest.approx(1e-7 * 13 * 40.0)  # the median of steps 1-25, per sequence
+    markers = {c.get_paths()[0].vertices.shape[0] for c in F.build_mismatch_ladder(quick, "tiny").axes[0].collections
+               if isinstance(c, PathCollection)}
+    assert len(markers) == 2  # the derived dose drawn with its own marker
+
+
+def test_the_derived_dose_is_none_without_both_series():
+    import pandas as pd
+
+    assert derived_sequence_kl(None, pd.Series([40.0])) is None
+    assert derived_sequence_kl(pd.Series([1e-6, 2e-6], index=[1, 2]), pd.Series([40.0], index=[2])).tolist() == \
+        [pytest.approx(8e-5)]
