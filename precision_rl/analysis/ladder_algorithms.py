@@ -19,6 +19,7 @@ from precision_rl.analysis.ladder import Rung, ladder_rungs, rung_label, synthet
 from precision_rl.analysis.panel_notes import ArmRuns, panel_arms, panel_ids, panel_lines
 
 PANEL_PREFIX = "ladder_fig1"
+GRPO = "grpo"  # the algorithm without a correction: the others recover from what it loses
 CLEAN, RUNG, CONTROL = "trainer's format", "degrading rung", "control"
 # Each role's look in every panel: the clean arm in FP16's colour, the rung solid red, its control dashed red.
 ROLE_LOOKS = {CLEAN: (P.PRECISION_COLORS["fp16"], "-"), RUNG: ("#d62728", "-"), CONTROL: ("#d62728", "--")}
@@ -27,8 +28,10 @@ PARTLY_SHARE = 0.5  # an algorithm recovers "partly" when its shortfall is under
 
 @dataclass(frozen=True)
 class AlgorithmArms:
-    """One algorithm's panel: the rung's name and its arms by role, each with its finished runs' outcomes."""
+    """One algorithm's panel: the algorithm, its name in titles, and its arms by role (one per role), each with its
+    finished runs' outcomes."""
 
+    algorithm: str
     title: str
     arms: dict[str, ArmRuns]
     rungs: dict[str, Rung]
@@ -74,15 +77,15 @@ def algorithm_panels(data, scale: str) -> dict[str, AlgorithmArms]:
                 for spec, arm in panel_arms(specs, panel)}
         rungs = dict(zip(arms, ladder_rungs(data, scale, list(arms.values())), strict=True))
         algorithm = next(iter(arms.values())).spec.algorithm
-        title = P.ALGORITHM_LABELS.get(algorithm, algorithm)
-        panels[panel] = AlgorithmArms(title, arms, rungs)
+        panels[panel] = AlgorithmArms(algorithm, P.ALGORITHM_LABELS.get(algorithm, algorithm), arms, rungs)
     return panels
 
 
 def algorithm_verdict(panel: AlgorithmArms, grpo_shortfall: float | None) -> str:
     """Return one algorithm's verdict by the bands rule against its no-mismatch arm: with GRPO degraded at the rung
     (``grpo_shortfall``: its resolved shortfall), "recovers" (band not below), "partly" (below by under half GRPO's
-    shortfall) or "not"; with GRPO not degraded, "degraded by X" or "no effect resolved"; each with the shortfall."""
+    shortfall) or "not"; with GRPO not degraded, "degraded" or "no effect resolved"; each with the reward difference
+    against the no-mismatch arm, or "no verdict" where the rung or that arm has no finished run."""
     shortfall = panel.shortfall()
     if shortfall is None:
         return f"no verdict: the rung or its {panel.reference_role()} has no finished run"
@@ -95,9 +98,9 @@ def algorithm_verdict(panel: AlgorithmArms, grpo_shortfall: float | None) -> str
 
 
 def verdicts(panels: dict[str, AlgorithmArms]) -> dict[str, str]:
-    """Return each panel's verdict by panel id, GRPO's shortfall (the first panel's, GRPO being panel a) deciding
-    whether the others read as recoveries."""
-    grpo = panels[min(panels)] if panels else None
+    """Return each panel's verdict by panel id, GRPO's resolved shortfall (its panel's) deciding whether the others
+    read as recoveries."""
+    grpo = next((arms for arms in panels.values() if arms.algorithm == GRPO), None)
     grpo_shortfall = grpo.shortfall() if grpo is not None and grpo.resolved_below() else None
     return {panel: algorithm_verdict(arms, None if arms is grpo else grpo_shortfall) for panel, arms in panels.items()}
 

@@ -56,13 +56,14 @@ def _rung(rewards: list[float], noise: float = 3.0, control: bool = False) -> Ru
                 control)
 
 
-def _panel(rung: list[float], control: list[float], clean: list[float] = (0.8, 0.81, 0.82)) -> AlgorithmArms:
-    return AlgorithmArms("alg", {}, {CLEAN: _rung(list(clean), 0.0), RUNG: _rung(rung),
+def _panel(rung: list[float], control: list[float], clean: list[float] = (0.8, 0.81, 0.82),
+           algorithm: str = "grpo_token_tis") -> AlgorithmArms:
+    return AlgorithmArms(algorithm, algorithm, {}, {CLEAN: _rung(list(clean), 0.0), RUNG: _rung(rung),
                                      CONTROL: _rung(control, control=True)})
 
 
 def test_without_a_degraded_grpo_each_algorithm_reads_degraded_or_no_effect_against_its_control():
-    panels = {"ladder_fig1a": _panel([0.40, 0.42, 0.43], [0.41, 0.42, 0.44]),
+    panels = {"ladder_fig1a": _panel([0.40, 0.42, 0.43], [0.41, 0.42, 0.44], algorithm="grpo"),
               "ladder_fig1b": _panel([0.30, 0.31, 0.32], [0.41, 0.42, 0.44]),
               "ladder_fig1c": _panel([0.30], [0.41, 0.42, 0.44])}
     out = verdicts(panels)
@@ -73,7 +74,7 @@ def test_without_a_degraded_grpo_each_algorithm_reads_degraded_or_no_effect_agai
 
 def test_with_grpo_degraded_each_algorithm_recovers_partly_or_not():
     control = [0.60, 0.61, 0.62]
-    panels = {"ladder_fig1a": _panel([0.30, 0.31, 0.32], control),  # GRPO: 0.30 below its control
+    panels = {"ladder_fig1a": _panel([0.30, 0.31, 0.32], control, algorithm="grpo"),  # 0.30 below its control
               "ladder_fig1b": _panel([0.60, 0.62, 0.64], control),
               "ladder_fig1c": _panel([0.50, 0.52, 0.54], control),
               "ladder_fig1d": _panel([0.40, 0.41, 0.42], control),
@@ -87,7 +88,7 @@ def test_with_grpo_degraded_each_algorithm_recovers_partly_or_not():
 
 
 def test_a_real_rung_without_a_control_is_judged_against_the_rollout_in_the_trainers_format():
-    real = AlgorithmArms("alg", {}, {CLEAN: _rung([0.80, 0.81, 0.82], 0.0), RUNG: _rung([0.5, 0.6, 0.7], 0.0)})
+    real = AlgorithmArms("grpo", "GRPO", {}, {CLEAN: _rung([0.80, 0.81, 0.82], 0.0), RUNG: _rung([0.5, 0.6, 0.7], 0.0)})
     assert real.reference_role() == CLEAN
     assert verdicts({"ladder_fig1a": real})["ladder_fig1a"] == "degraded (reward -0.210 against its trainer's format)"
 
