@@ -114,3 +114,32 @@ def test_the_derived_dose_is_none_without_both_series():
     assert derived_sequence_kl(None, pd.Series([40.0])) is None
     assert derived_sequence_kl(pd.Series([1e-6, 2e-6], index=[1, 2]), pd.Series([40.0], index=[2])).tolist() == \
         [pytest.approx(8e-5)]
+
+
+def test_on_the_published_runs_the_derived_dose_matches_the_logged_one_within_two_percent():
+    """The identity experiments/ladder/README.md#what-a-run-measures states, on every committed run logging both."""
+    import numpy as np
+
+    from precision_rl.paths import LOGS_DIR
+
+    ratios = []
+    for run_dir in logs.find_run_dirs(LOGS_DIR / "tiny"):
+        table = logs.build_table([logs.load_run_dir(run_dir)]).metrics
+        wide = table.pivot_table(index="step", columns="metric", values="value", observed=True)
+        if {M.SEQUENCE_KL_K3, M.TOKEN_KL_K3, M.RESPONSE_LENGTH} <= set(wide.columns):
+            derived = derived_sequence_kl(wide[M.TOKEN_KL_K3], wide[M.RESPONSE_LENGTH])
+            ratios.append((wide[M.SEQUENCE_KL_K3] / derived).dropna().to_numpy())
+    assert len(ratios) >= 12
+    both = np.concatenate(ratios)
+    assert both.min() > 0.999 and both.max() < 1.02
+
+
+def test_results_readme_gives_the_fp16_rungs_derived_doses_the_published_logs_give():
+    from precision_rl.paths import LOGS_DIR, REPO_ROOT
+
+    quick = F.FigureData(logs.load_runs([LOGS_DIR], progress=False), LOGS_DIR / "mismatch").with_profile("quick")
+    fp16 = next(r for r in ladder_rungs(quick, "tiny") if r.label == "FP16")
+    assert all(run.derived_dose for run in fp16.runs)
+    doses = {run.run.rsplit("-s", 1)[1]: f"{run.sequence_kl:.2g}" for run in fp16.runs}
+    stated = f"{doses['7']}, {doses['1']} and {doses['42']} nats per sequence".replace("e-06", "e-6").replace("e-05", "e-5")
+    assert stated in " ".join((REPO_ROOT / "results" / "README.md").read_text().split())
