@@ -198,7 +198,7 @@ run: $(STAMP) ## Run experiment(s) once per arm: make run EXP=sanity/grpo [PRECI
 
 GRID_FLAGS = --scale $(SCALE) --profile $(PROFILE) --loggers $(LOGGERS) --preflight $(PREFLIGHT) $(if $(GPUS),--gpus $(GPUS)) $(if $(NNODES),--nnodes $(NNODES)) \
 	$(if $(filter 1 true yes,$(DRY_RUN)),--dry-run) $(if $(EXTRA),--extra '$(EXTRA)') $(if $(WATCHDOG),--watchdog $(WATCHDOG)) \
-	$(if $(PRECISION),--precision $(PRECISION)) $(if $(SEEDS),--seeds '$(SEEDS)')
+	$(if $(PRECISION),--precision $(PRECISION)) $(if $(PANEL),--panel $(PANEL)) $(if $(SEEDS),--seeds '$(SEEDS)')
 grid: $(STAMP) ## Every arm x seed of EXP (default: all) not yet finished, resumable [EXP='sanity/*'] [SEEDS='42 1']
 	@$(PY) -m precision_rl grid $(or $(EXP_ARGS),'*') $(GRID_FLAGS)
 

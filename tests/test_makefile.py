@@ -50,6 +50,14 @@ def test_a_panel_shortcut_prints_the_make_run_that_renders_the_same_runs():
     assert names[0] == names[1] and len(names[0]) == 5
 
 
+def test_make_grid_takes_a_panel_as_make_run_does():
+    result = make("grid", "PANEL=ladder_fig1b", "SCALE=tiny", "DRY_RUN=1")
+    assert result.returncode == 0, result.stderr
+    planned = set(re.findall(r"^\s*\d+\s+(\S+)-s42\b", result.stderr, flags=re.M))
+    assert planned == {"ladder.synthetic_s3_grpo_token_tis-fp16", "ladder.synthetic_s3_grpo_token_tis_control-fp16",
+                       "sanity.grpo_token_tis-fp16"}, result.stderr
+
+
 def test_a_shortcut_says_what_it_runs_and_refuses_another_experiment():
     result = make("sanity-bf16", "SCALE=paper", "DRY_RUN=1")
     assert result.returncode == 0 and "make sanity-bf16 = make run EXP='sanity/grpo' PRECISION=bf16" in result.stderr

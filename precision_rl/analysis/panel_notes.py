@@ -31,10 +31,25 @@ class ArmRuns:
     unfinished: tuple[str, ...]
 
 
-def grid_command(experiments: list[str], scale: str) -> str:
-    """Return the ``make grid`` command that runs ``experiments`` at ``scale``: ``make grid EXP='sanity/gspo'
-    SCALE=tiny`` (the grid skips the runs that finished)."""
-    return f"make grid EXP='{' '.join(sorted(set(experiments)))}' SCALE={scale}"
+def grid_command(experiments: list[str], scale: str, precisions: tuple[str, ...] = ()) -> str:
+    """Return the ``make grid`` command that runs ``experiments`` at ``scale``, only their ``precisions`` arms when
+    given: ``make grid EXP='sanity/gspo' PRECISION=fp16 SCALE=tiny`` (the grid skips the runs that finished)."""
+    only = f" PRECISION={','.join(precisions)}" if precisions else ""
+    return f"make grid EXP='{' '.join(sorted(set(experiments)))}'{only} SCALE={scale}"
+
+
+def grid_commands(arms: list[ArmRuns], scale: str) -> list[str]:
+    """Return the ``make grid`` commands that run exactly ``arms``' experiment arms (and no other arm of their
+    experiments): one command for the experiments wanted whole, one per set of arms wanted from the others."""
+    wanted: dict[str, set[str]] = {}
+    for arm in arms:
+        wanted.setdefault(arm.spec.name, set()).add(arm.arm.label)
+    whole = {arm.spec.name: set(arm.spec.arm_labels) <= wanted[arm.spec.name] for arm in arms}
+    by_labels: dict[tuple[str, ...], list[str]] = {}
+    for name, labels in wanted.items():
+        key = () if whole[name] else tuple(sorted(labels))
+        by_labels.setdefault(key, []).append(name)
+    return [grid_command(names, scale, labels) for labels, names in sorted(by_labels.items())]
 
 
 def why_missing(arm: ArmRuns, scale: str, what: str, nonpositive: bool = False) -> str:
@@ -54,9 +69,9 @@ def why_missing(arm: ArmRuns, scale: str, what: str, nonpositive: bool = False) 
 def panel_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str,
                 nonpositive: frozenset[str] = frozenset()) -> list[str]:
     """Return a note on ``arms``, one line per group of arms in the same state, drawn arms first: "FP16, BF16:
-    3 seeds", "BF16: not run yet —" followed by the line "make grid EXP='sanity/gspo' SCALE=tiny"; ``seeds``
-    holds the seeds each arm drew (0: none); ``nonpositive`` names the arms whose values were all ≤ 0 on a log
-    scale. More than MAX_LISTED_ARMS arms in one state are counted, not named."""
+    3 seeds", "BF16: not run yet —" followed by the lines of ``grid_commands`` ("make grid EXP='sanity/gspo'
+    PRECISION=bf16 SCALE=tiny"); ``seeds`` holds the seeds each arm drew (0: none); ``nonpositive`` names the arms
+    whose values were all ≤ 0 on a log scale. More than MAX_LISTED_ARMS arms in one state are counted, not named."""
     groups: dict[str, list[ArmRuns]] = {}
     for arm, n in sorted(zip(arms, seeds, strict=True), key=lambda pair: pair[1] == 0):
         state = P.seeds_label(n) if n else why_missing(arm, scale, what, arm.label in nonpositive)
@@ -66,7 +81,7 @@ def panel_lines(arms: list[ArmRuns], seeds: list[int], scale: str, what: str,
         labels = list(dict.fromkeys(a.label for a in group))
         who = ", ".join(labels) if len(labels) <= MAX_LISTED_ARMS else f"{len(labels)} arms"
         if state == NOT_RUN_YET:
-            lines += [f"{who}: {state} —", grid_command([a.spec.name for a in group], scale)]
+            lines += [f"{who}: {state} —", *grid_commands(group, scale)]
         else:
             lines.append(f"{who}: {state}")
     return lines

@@ -134,7 +134,8 @@ def test_each_missing_arm_says_why(tmp_path):
                          ("tiny", "sanity.grpo_seq_mis-fp16-s42")}  # runs.json names the drawn runs only
 
     gspo = P.panel_texts(panels["(d) Sanity GSPO"])
-    assert gspo == ["FP16: run unfinished (failed) BF16: not run yet — make grid EXP='sanity/gspo' SCALE=tiny"]
+    assert gspo == ["FP16: run unfinished (failed) BF16: not run yet — make grid EXP='sanity/gspo' PRECISION=bf16"
+                    " SCALE=tiny"]
     assert P.panel_note(panels["(d) Sanity GSPO"]) is not None  # nothing drawn: the note spans the panel
 
     seq_mis = P.panel_texts(panels["(c) Sanity GRPO-Seq-MIS"])
@@ -146,7 +147,8 @@ def test_each_missing_arm_says_why(tmp_path):
     fig3 = F.build_fig3(data, "tiny")  # row figures: what drew nowhere is said under the shared legend
     header = P.panel_texts(fig3)
     assert header == ["BF16 GRPO: run unfinished (died) BF16 GRPO-Token-TIS, BF16 GSPO, FP16 PG-Seq-IS: not run yet"
-                      " — make grid EXP='sanity/grpo_token_tis sanity/gspo sanity/pg_seq_is' SCALE=tiny"]
+                      " — make grid EXP='sanity/grpo_token_tis sanity/gspo' PRECISION=bf16 SCALE=tiny"
+                      " make grid EXP='sanity/pg_seq_is' PRECISION=fp16 SCALE=tiny"]
     assert _legend(fig3) == ["BF16 GRPO-Seq-MIS: 1 seed"]
 
 
@@ -178,17 +180,16 @@ def test_the_not_run_yet_command_is_one_make_grid_accepts(tmp_path):
         fig = build(data, scale)
         for ax in fig.axes:
             for text in P.panel_texts(ax):
-                match = re.search(r"make grid EXP='([^']*)' SCALE=(\w+)", text)
-                if not match:
-                    continue
-                # the Makefile passes each word of EXP to the grid command, quoted: $(foreach e,$(EXP),'$(e)')
-                args = build_parser().parse_args(["grid", *match[1].split(), "--scale", match[2], "--dry-run"])
-                args.overrides = []
-                _, selected, _ = _decide_and_select(args)
-                chosen = {spec.name for spec, _ in selected}
-                assert chosen == set(match[1].split()), text
-                checked += 1
-    assert checked == 12 + 6 + 2
+                for match in re.finditer(r"make grid EXP='([^']*)'(?: PRECISION=(\S+))? SCALE=(\w+)", text):
+                    # the Makefile passes each word of EXP to the grid command, quoted: $(foreach e,$(EXP),'$(e)')
+                    only = ["--precision", match[2]] if match[2] else []
+                    args = build_parser().parse_args(["grid", *match[1].split(), *only, "--scale", match[3],
+                                                      "--dry-run"])
+                    args.overrides = []
+                    _, selected, _ = _decide_and_select(args)
+                    assert {spec.name for spec, _ in selected} == set(match[1].split()), text
+                    checked += 1
+    assert checked >= 12 + 6 + 2
 
 
 def test_colours_and_styles_follow_the_paper(tmp_path):
@@ -242,6 +243,21 @@ def test_grid_command():
     assert N.grid_command(["sanity/gspo", "sanity/gspo"], "tiny") == "make grid EXP='sanity/gspo' SCALE=tiny"
     assert N.grid_command(["sanity/pg_seq_is", "sanity/gspo"], "paper") == \
         "make grid EXP='sanity/gspo sanity/pg_seq_is' SCALE=paper"
+
+
+def test_the_grid_commands_of_a_note_run_its_arms_and_no_other(specs):
+    def arm(name: str, label: str) -> N.ArmRuns:
+        spec = specs[name]
+        return N.ArmRuns(spec, spec.arm(label), label.upper(), (), ())
+
+    whole = [arm("sanity/gspo", "fp16"), arm("sanity/gspo", "bf16")]
+    assert N.grid_commands(whole, "tiny") == ["make grid EXP='sanity/gspo' SCALE=tiny"]
+    mixed = [*whole, arm("sanity/pg_seq_is", "fp16"), arm("ladder/synthetic_s3_gspo", "fp16"),
+             arm("sanity/grpo_token_tis", "bf16")]
+    assert N.grid_commands(mixed, "tiny") == [
+        "make grid EXP='ladder/synthetic_s3_gspo sanity/gspo' SCALE=tiny",
+        "make grid EXP='sanity/grpo_token_tis' PRECISION=bf16 SCALE=tiny",
+        "make grid EXP='sanity/pg_seq_is' PRECISION=fp16 SCALE=tiny"]
 
 
 def test_an_arm_whose_kl_is_rounding_noise_around_zero_says_so_not_that_it_was_not_logged(tmp_path):

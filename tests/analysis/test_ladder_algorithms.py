@@ -121,6 +121,7 @@ def test_the_figure_draws_each_algorithm_with_its_arms_and_says_which_have_not_r
     gspo = fig.axes[3]
     notes = " ".join(P.panel_texts(gspo))
     assert "not run yet" in notes and "ladder/synthetic_s3_gspo_control" in notes
+    assert "make grid EXP='sanity/gspo' PRECISION=fp16 SCALE=tiny" in notes  # the FP16 fix, not sanity's BF16 arm
     assert "tiny scale (CPU)" in fig._suptitle.get_text()
 
 
