@@ -6,6 +6,11 @@ Each configuration runs in a process of its own (the GEMM patches vLLM process-w
 architecture with random weights: 96 prompts x 64 sampled tokens after a warm-up. Prints tokens/s per configuration,
 its ratio to fp32, and this machine's CPU, and writes ``results/bench/vllm-gemm-<UTC time>.json``, as
 ``make bench-vllm-gemm``.
+
+For each quantized rollout format it also prints what the quantization costs a step of the quick profile against
+the fp16 rollout (the ladder's goal: at most QUANTIZED_STEP_COST_GOAL), from ratios only: generation's share of a
+quick-profile step in the committed FP16 GRPO runs of the nearest CPU kind, times the decoding slowdown measured here,
+plus the re-quantization of the shipped model's linear weights at each weight sync (timed here) over that step.
 """
 
 from __future__ import annotations
@@ -29,6 +34,71 @@ from precision_rl.verl_ext.settings import ROLLOUT_FORMAT_ENV
 CONFIGS = tuple((dtype, gemm) for dtype in ("float32", "bfloat16", "float16") for gemm in ("vllm", "invariant")) + \
     tuple(("float16", fmt) for fmt in QUANTIZED_FORMATS)
 PROMPTS, TOKENS = 96, 64
+QUANTIZED_STEP_COST_GOAL = 0.10  # issue 71: a quantized rollout costs at most 10 % of a quick-profile step
+STEP_COST_REFERENCE = ("sanity/grpo", "fp16")  # the runs whose steps the cost is a share of: the instrument's arm
+WEIGHT_REPEATS = 5
+
+
+def quick_step_shares(hardware: dict) -> dict:
+    """Return generation's share of a quick-profile step and the median step time, over the steps of the quick profile
+    of the committed STEP_COST_REFERENCE runs on the CPU kind nearest ``hardware``, with that kind and the runs read;
+    an empty dict where no committed run logged those steps."""
+    from statistics import median
+
+    from precision_rl import metrics as M
+    from precision_rl.config.registry import load_experiment
+    from precision_rl.launch import runs
+    from precision_rl.launch.eta import kind_distance
+    from precision_rl.paths import committed_run_roots
+
+    experiment, arm = STEP_COST_REFERENCE
+    last = load_experiment(experiment, "tiny").quick_steps
+    found = []
+    for root in committed_run_roots():
+        arm_dir = runs.arm_dir(root, "tiny", experiment, arm)
+        for run_dir in sorted(p.parent for p in arm_dir.glob(f"*/{runs.MANIFEST}")) if arm_dir.is_dir() else []:
+            steps: dict[int, dict] = {}
+            for path in runs.attempt_files(run_dir):
+                for line in path.read_text().splitlines():
+                    try:
+                        record = json.loads(line)
+                        steps[int(record["step"])] = record["data"]
+                    except (ValueError, KeyError, TypeError):
+                        continue
+            wanted = [steps.get(s, {}) for s in range(1, last + 1)]
+            if not all(M.STEP_TIME in d and M.TIMING_PREFIX + "gen" in d for d in wanted):
+                continue
+            doc = runs.read_manifest(run_dir)
+            found.append((kind_distance(hardware, doc.get("hardware") or {}), run_dir, doc, wanted))
+    if not found:
+        return {}
+    nearest = min(f[0] for f in found)
+    chosen = [f for f in found if f[0] == nearest]
+    data = [d for *_, wanted in chosen for d in wanted]
+    return {"generation_share": median(d[M.TIMING_PREFIX + "gen"] / d[M.STEP_TIME] for d in data),
+            "step_s": median(d[M.STEP_TIME] for d in data), "steps": f"1-{last}",
+            "cpu": cpu_label(chosen[0][2].get("hardware") or {}), "same_cpu_kind": nearest[:3] == (0, 0, 0),
+            "runs": [str(d.relative_to(REPO_ROOT) if d.is_relative_to(REPO_ROOT) else d) for _, d, _, _ in chosen]}
+
+
+def weight_quantization_s(fmt_name: str) -> float:
+    """Return the seconds that quantizing every linear weight of the shipped tiny model to ``fmt_name`` takes (what
+    the rollout engine redoes at each weight sync; the fastest of WEIGHT_REPEATS)."""
+    from safetensors.torch import load_file
+
+    from precision_rl.quantize import quantize_weight
+    from precision_rl.tiny.shipped import SHIPPED_DIR
+
+    weights = [w for name, w in load_file(SHIPPED_DIR / "model.safetensors").items()
+               if w.dim() == 2 and "embed" not in name and "lm_head" not in name and not name.endswith("mlp.gate.weight")]
+    fmt = QUANTIZED_FORMATS[fmt_name]
+    best = float("inf")
+    for _ in range(WEIGHT_REPEATS):
+        start = time.perf_counter()
+        for w in weights:
+            quantize_weight(w, fmt)
+        best = min(best, time.perf_counter() - start)
+    return best
 
 
 def measure(model: str, dtype: str, gemm: str) -> dict:
@@ -82,7 +152,30 @@ def main() -> int:
     print(render_table([[r["dtype"], r["gemm"], r["tokens"], f"{r['seconds']:.2f}", f"{r['tok_per_s']:.0f}",
                          f"{r['tok_per_s'] / fp32:.2f}", f"{fp16 / r['tok_per_s']:.2f}"] for r in rows],
                        ["dtype", "GEMM", "tokens", "s", "tok/s", "x fp32 (vLLM)", "time x fp16 (invariant)"]))
-    path = atomic_write_json(BENCH_DIR / f"vllm-gemm-{utc_stamp()}.json", {"hardware": machine, "rows": rows})
+    shares = quick_step_shares(machine)
+    step_costs = []
+    if shares:
+        print(f"The quantized rollout's cost per quick-profile step against the fp16 rollout (goal <= "
+              f"{QUANTIZED_STEP_COST_GOAL:.0%}): generation takes {shares['generation_share']:.0%} of a "
+              f"{shares['step_s']:.0f} s step (median of steps {shares['steps']} of the committed "
+              f"{' '.join(STEP_COST_REFERENCE)} runs on {shares['cpu']}"
+              f"{'' if shares['same_cpu_kind'] else ', another CPU kind than this one'}):")
+        for r in rows:
+            if r["gemm"] not in QUANTIZED_FORMATS:
+                continue
+            decode = shares["generation_share"] * (fp16 / r["tok_per_s"] - 1)
+            sync = weight_quantization_s(r["gemm"]) / shares["step_s"]
+            step_costs.append({"format": r["gemm"], "decoding": decode, "weight_sync": sync, "total": decode + sync,
+                               "meets_goal": decode + sync <= QUANTIZED_STEP_COST_GOAL})
+        print(render_table([[c["format"], f"{c['decoding']:+.1%}", f"{c['weight_sync']:+.2%}", f"{c['total']:+.1%}",
+                             "yes" if c["meets_goal"] else "NO"] for c in step_costs],
+                           ["rollout format", "decoding", "weight re-quantization", "step cost", "meets goal"]))
+    else:
+        print(f"no committed {' '.join(STEP_COST_REFERENCE)} run logged the quick profile's steps: the quantized "
+              "rollout's cost per step is not estimated")
+    path = atomic_write_json(BENCH_DIR / f"vllm-gemm-{utc_stamp()}.json",
+                             {"hardware": machine, "rows": rows, "quick_step_shares": shares,
+                              "quantized_step_costs": step_costs})
     print(f"wrote {path.relative_to(REPO_ROOT)}")
     return 0
 

@@ -1,0 +1,49 @@
+"""`benchmarks/bench_vllm_gemm.py`'s step cost of a quantized rollout: generation's share of a quick-profile step is
+read from the committed FP16 GRPO runs of the nearest CPU kind, and the weight re-quantization is timed on the shipped
+model."""
+
+import importlib.util
+
+import pytest
+
+from precision_rl import metrics as M
+from precision_rl import paths
+from precision_rl.analysis.synthetic import write_run
+from precision_rl.config.registry import load_experiment
+from precision_rl.launch.runs import hardware
+from precision_rl.paths import REPO_ROOT
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench_vllm_gemm", REPO_ROOT / "benchmarks" / "bench_vllm_gemm.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _steps(last: int, gen_s: float, step_s: float) -> list[dict]:
+    return [{"step": s, "data": {M.STEP_TIME: step_s, M.TIMING_PREFIX + "gen": gen_s}} for s in range(1, last + 1)]
+
+
+def test_the_generation_share_comes_from_the_quick_steps_of_the_nearest_cpu_kind(tmp_path, monkeypatch):
+    bench = load_bench()
+    monkeypatch.setenv(paths.REFERENCE_ENV, str(tmp_path / "reference"))
+    monkeypatch.setenv(paths.LOGS_ENV, str(tmp_path / "logs"))
+    assert bench.quick_step_shares(hardware()) == {}  # nothing committed: no estimate
+    experiment, arm = bench.STEP_COST_REFERENCE
+    last = load_experiment(experiment, "tiny").quick_steps
+    here = hardware()
+    other = dict(here, cpu_id="GenuineIntel family 6 model 143 stepping 8", matrix_flags=["amx_bf16", "avx512_fp16"])
+    write_run(tmp_path / "logs", "tiny", experiment, arm, 42, [_steps(last, 30.0, 100.0)], manifest={"hardware": here})
+    write_run(tmp_path / "logs", "tiny", experiment, arm, 1, [_steps(last, 10.0, 100.0)], manifest={"hardware": other})
+    write_run(tmp_path / "logs", "tiny", experiment, arm, 7, [_steps(last - 1, 90.0, 100.0)],
+              manifest={"hardware": here})  # stops before the quick profile's last step: not read
+    shares = bench.quick_step_shares(here)
+    assert shares["generation_share"] == pytest.approx(0.3) and shares["step_s"] == pytest.approx(100.0)
+    assert shares["same_cpu_kind"] and shares["steps"] == f"1-{last}" and len(shares["runs"]) == 1
+    assert bench.quick_step_shares(other)["generation_share"] == pytest.approx(0.1)
+
+
+def test_the_weight_re_quantization_is_timed_on_the_shipped_model():
+    bench = load_bench()
+    assert 0 < bench.weight_quantization_s("fp8_e4m3") < 60
