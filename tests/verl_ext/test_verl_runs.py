@@ -74,7 +74,8 @@ REQUIRED = [M.REWARD, M.RESPONSE_LENGTH, M.GRAD_NORM, M.ENTROPY, "actor/pg_loss"
 # One run per code path of the extensions: the clipped-ratio losses with the fp16 scaler and without (in `make test`),
 # the bypass mode of the PG algorithms with stop strings, DAPO's reward manager and group filter, LoRA with token TIS
 # (in `make test-grid`, with GSPO and the other registered arms). Each costs ~2 min on 2 cores, nearly all of it the
-# start of verl's and vLLM's processes, so `make test` starts four: the pair, and the rerun's two attempts.
+# start of verl's and vLLM's processes, so `make test` starts its runs in concurrent groups where it can: the GRPO pair,
+# the ladder's three rungs; the rerun's two attempts run alone.
 GRID = pytest.mark.grid
 FAMILIES = [pytest.param(e, a, marks=marks, id=f"{e}-{a}") for e, a, marks in (
     ("sanity/grpo", "fp16", ()), ("sanity/grpo", "bf16", ()), ("sanity/pg_seq_mis", "bf16", GRID),
@@ -83,7 +84,8 @@ FAMILIES = [pytest.param(e, a, marks=marks, id=f"{e}-{a}") for e, a, marks in (
 # nothing.
 CONCURRENT = [[("sanity/grpo", "fp16"), ("sanity/grpo", "bf16")],
               [("dense14b/dapo", "bf16"), ("lora/grpo_token_tis", "bf16")],
-              [("ladder/synthetic_s2", "fp16"), ("ladder/synthetic_s2_control", "fp16")]]
+              [("ladder/synthetic_s2", "fp16"), ("ladder/synthetic_s2_control", "fp16"),
+               ("ladder/grpo", "train_fp16-infer_fp8_e4m3")]]
 SAVE_EVERY_STEP = "trainer.save_freq=1"
 # Run once in the concurrent group, then again alone, SIGKILLed once step 1 is logged and resumed with RESUME=1: the
 # merged steps of its two attempts must repeat the first run's in every metric but timings.
