@@ -10,7 +10,8 @@ its ratio to fp32, and this machine's CPU, and writes ``results/bench/vllm-gemm-
 For each quantized rollout format it also prints what the quantization costs a step of the quick profile against
 the fp16 rollout (the ladder's goal: at most QUANTIZED_STEP_COST_GOAL), from ratios only: generation's share of a
 quick-profile step in the committed FP16 GRPO runs of the nearest CPU kind, times the decoding slowdown measured here,
-plus the re-quantization of the shipped model's linear weights at each weight sync (timed here) over that step.
+plus the re-quantization of the shipped model's linear weights at each weight sync (timed here) over that step. It
+is an upper bound: part of a step's generation time is verl's orchestration of the requests, which no format slows.
 """
 
 from __future__ import annotations
@@ -159,7 +160,8 @@ def main() -> int:
               f"{QUANTIZED_STEP_COST_GOAL:.0%}): generation takes {shares['generation_share']:.0%} of a "
               f"{shares['step_s']:.0f} s step (median of steps {shares['steps']} of the committed "
               f"{' '.join(STEP_COST_REFERENCE)} runs on {shares['cpu']}"
-              f"{'' if shares['same_cpu_kind'] else ', another CPU kind than this one'}):")
+              f"{'' if shares['same_cpu_kind'] else ', another CPU kind than this one'}); an upper bound, since it "
+              "slows all of generation by the decoding slowdown where verl's orchestration takes part of it:")
         for r in rows:
             if r["gemm"] not in QUANTIZED_FORMATS:
                 continue
