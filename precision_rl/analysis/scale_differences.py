@@ -13,7 +13,10 @@ import inspect
 import sys
 from pathlib import Path
 
+from precision_rl.analysis.instrument_card import EXPERIMENT as INSTRUMENT_EXPERIMENT
 from precision_rl.analysis.readme_blocks import ReadmeBlock, write_block
+from precision_rl.config.registry import load_experiment
+from precision_rl.config.scale import TINY
 from precision_rl.console import render_table
 from precision_rl.locks import CPU_PINS, GPU_PINS, normalized, pinned_versions
 from precision_rl.verl_ext.cpu.hooks import CPU_HOOKS
@@ -32,7 +35,9 @@ def _first_sentence(obj) -> str:
 
 def section() -> str:
     """Return the block's body: overrides, environment, CPU-only hooks and package versions."""
-    overrides = "\n".join(f"- `{item}`" for item in cpu_platform_overrides(gpus=1))
+    hyper = load_experiment(INSTRUMENT_EXPERIMENT, TINY).hyper
+    overrides = "\n".join(f"- `{item}`" for item in cpu_platform_overrides(
+        gpus=1, tokens_per_sequence=hyper.max_prompt_length + hyper.max_response_length))
     env = ", ".join(f"`{name}`" for name in cpu_platform_env())
     hooks = render_table([[f"`{hook.__module__.rsplit('.', 1)[-1]}.{hook.__name__}`", f"`{module}`",
                            _first_sentence(hook)] for hook, module in CPU_HOOKS],
@@ -45,7 +50,7 @@ def section() -> str:
                             markdown=True)
     return (f"The CPU platform's overrides (`precision_rl/verl_ext/cpu/overrides.py`, each commented there with the "
             f"verl symbol or measurement behind it; a manifest's `platform_overrides`; the `1` is the run's GPU "
-            f"count):\n\n{overrides}\n\nIts environment variables: {env}.\n\nThe hooks installed on the CPU platform "
+            f"count, and the KV-cache blocks follow the run's lengths, here the instrument's):\n\n{overrides}\n\nIts environment variables: {env}.\n\nThe hooks installed on the CPU platform "
             f"only (`precision_rl/verl_ext/cpu/hooks.py`, registered by `plugin.py`; each has a test in "
             f"`tests/verl_ext/test_cpu_patches.py`):\n\n{hooks}\n\nThe two environments' pins "
             f"(`requirements/`):\n\n{versions}")

@@ -178,7 +178,9 @@ def plan_run(spec: ExperimentSpec, arm: PrecisionArm, decision: ScaleDecision, o
                      nnodes=options.nnodes or spec.resources.nnodes, loggers=options.loggers, model_path=plan.model_path)
     plan.profile = profile
     plan.profile_overrides = verl_overrides(spec, arm, ctx) + plan.profile.overrides()
-    plan.platform_overrides = cpu_platform_overrides(gpus) if plan.on_cpu else []
+    lengths = (spec.hyper.max_prompt_length, spec.hyper.max_response_length)
+    plan.platform_overrides = cpu_platform_overrides(gpus, None if None in lengths else sum(lengths)) \
+        if plan.on_cpu else []
     plan.overrides = plan.profile_overrides + plan.platform_overrides + list(options.extra)
     if options.resume:
         plan.overrides += resume_overrides(run_dir / runs.CHECKPOINTS_DIR, runs.last_logged_step(run_dir))

@@ -21,6 +21,7 @@ from precision_rl.config.scale import ScaleDecision
 from precision_rl.launch import runner as launch
 from precision_rl.launch import runs
 from precision_rl.launch.supervise import failing_line
+from precision_rl.tiny.shipped import SHIPPED_DIR
 
 PAPER = ScaleDecision("paper", "paper", "test")
 
@@ -176,6 +177,25 @@ def test_tiny_dry_run_is_the_paper_command_plus_the_cpu_platform(capsys, isolate
     # may add some, e.g. a learning-rate schedule).
     keys = lambda overrides: {o.split("=", 1)[0] for o in overrides}  # noqa: E731
     assert keys(paper.profile_overrides) <= keys(tiny.profile_overrides)
+
+
+def test_the_rollout_engine_keeps_the_kv_cache_its_steps_fill_and_a_quarter_more(isolated):
+    from precision_rl.verl_ext.cpu import overrides as O
+    from precision_rl.verl_ext.settings import ROLLOUT
+
+    spec = load_experiment("sanity/grpo", "tiny")
+    tokens = spec.hyper.max_prompt_length + spec.hyper.max_response_length
+    assert tokens <= O.VLLM_CPU_BLOCK_TOKENS  # one block a sequence: 1,024 blocks a step, 1,280 kept
+    key = f"++{ROLLOUT}.engine_kwargs.vllm.num_gpu_blocks_override"
+    plan = launch.plan_run(spec, spec.arm("fp16"), TINY, launch.RunOptions())
+    assert f"{key}=1280" in plan.platform_overrides
+    assert O.kv_cache_blocks(129) == 2560 and O.kv_cache_blocks(1) == 1280
+    assert not any(o.startswith(key) for o in O.cpu_platform_overrides(1, None))  # lengths unknown: vLLM's own size
+    # what 1,280 blocks hold, in bytes, against VLLM_CPU_KVCACHE_SPACE: the cap saves memory in every 16-bit arm
+    model = json.loads((SHIPPED_DIR / "config.json").read_text())
+    per_token = 2 * model["num_hidden_layers"] * model["num_key_value_heads"] * \
+        (model["hidden_size"] // model["num_attention_heads"]) * 2
+    assert 1280 * O.VLLM_CPU_BLOCK_TOKENS * per_token < O.VLLM_CPU_KVCACHE_GIB * 2**30 / 3
 
 
 FAIL = ("import sys; print('loading'); print('(TaskRunner pid=12) ValueError: the model is broken'); "

