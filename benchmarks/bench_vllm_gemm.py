@@ -3,9 +3,9 @@ batch-invariant GEMM (fp32 accumulation, rounded to the layer's dtype), which th
 with the linear layers quantized to each rollout format of the mismatch ladder (not a test).
 
 Each configuration runs in a process of its own (the GEMM patches vLLM process-wide) on the tiny model's
-architecture with random weights: the fastest of PASSES passes of 96 prompts x 64 sampled tokens after a warm-up. Prints tokens/s per configuration,
-its ratio to fp32, and this machine's CPU, and writes ``results/bench/vllm-gemm-<UTC time>.json``, as
-``make bench-vllm-gemm``.
+architecture with random weights: the fastest of PASSES passes of 96 prompts x 64 sampled tokens after a warm-up.
+Prints tokens/s per configuration, its ratio to fp32, and this machine's CPU, and writes
+``results/bench/vllm-gemm-<UTC time>.json``, as ``make bench-vllm-gemm``.
 
 For each quantized rollout format it also prints what the quantization costs a step of the quick profile against
 the fp16 rollout (the ladder's goal: at most QUANTIZED_STEP_COST_GOAL), from ratios only: generation's share of a
