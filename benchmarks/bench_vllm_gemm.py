@@ -64,7 +64,8 @@ def quick_step_shares(hardware: dict) -> dict:
                 for line in path.read_text().splitlines():
                     try:
                         record = json.loads(line)
-                        steps[int(record["step"])] = record["data"]
+                        step = int(record["step"])
+                        steps[step] = {**steps.get(step, {}), **record["data"]}  # a resumed attempt adds to a step
                     except (ValueError, KeyError, TypeError):
                         continue
             wanted = [steps.get(s, {}) for s in range(1, last + 1)]

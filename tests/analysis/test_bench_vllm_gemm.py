@@ -38,9 +38,12 @@ def test_the_generation_share_comes_from_the_quick_steps_of_the_nearest_cpu_kind
     write_run(tmp_path / "logs", "tiny", experiment, arm, 1, [_steps(last, 10.0, 100.0)], manifest={"hardware": other})
     write_run(tmp_path / "logs", "tiny", experiment, arm, 7, [_steps(last - 1, 90.0, 100.0)],
               manifest={"hardware": here})  # stops before the quick profile's last step: not read
+    validation_only = [{"step": last, "data": {M.REWARD: 0.5}}]  # a resumed attempt's first line adds to the step
+    write_run(tmp_path / "logs", "tiny", experiment, arm, 1, [_steps(last, 30.0, 100.0), validation_only],
+              manifest={"hardware": here}, stamp="20260102T000000Z")
     shares = bench.quick_step_shares(here)
     assert shares["generation_share"] == pytest.approx(0.3) and shares["step_s"] == pytest.approx(100.0)
-    assert shares["same_cpu_kind"] and shares["steps"] == f"1-{last}" and len(shares["runs"]) == 1
+    assert shares["same_cpu_kind"] and shares["steps"] == f"1-{last}" and len(shares["runs"]) == 2
     assert bench.quick_step_shares(other)["generation_share"] == pytest.approx(0.1)
 
 
