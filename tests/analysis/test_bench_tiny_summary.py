@@ -1,18 +1,8 @@
 """`benchmarks/bench_tiny.py --existing` on a run resumed from a checkpoint: the summary spans every attempt."""
 
-import importlib.util
-
 from precision_rl import metrics as M
 from precision_rl.analysis.synthetic import write_run
 from precision_rl.launch import runs
-from precision_rl.paths import REPO_ROOT
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_tiny", REPO_ROOT / "benchmarks" / "bench_tiny.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def record(step: int) -> dict:
@@ -23,7 +13,7 @@ def record(step: int) -> dict:
     return {"step": step, "data": data}
 
 
-def test_summary_of_a_resumed_run_spans_its_attempts(tmp_path):
+def test_summary_of_a_resumed_run_spans_its_attempts(tmp_path, load_benchmark):
     run_dir = write_run(tmp_path, "tiny", "sanity/grpo", "bf16", 42,
                         [[record(s) for s in range(1, 11)], [record(s) for s in range(11, 21)]],
                         manifest={"platform": {"fp16_gemm": "emulated", "bf16_gemm": "native"},
@@ -33,7 +23,7 @@ def test_summary_of_a_resumed_run_spans_its_attempts(tmp_path):
     doc["attempts"][0].update(started="20261128T000000Z", ended="20261128T000200Z", peak_memory_gib=8.5)
     doc["attempts"][1].update(started="20261128T010000Z", ended="20261128T010300Z", peak_memory_gib=8.7)
     runs.write_manifest(run_dir, doc)
-    summary = load_bench().summarize(run_dir)
+    summary = load_benchmark("bench_tiny").summarize(run_dir)
     assert summary["attempts"] == 2 and summary["steps"] == 20
     assert summary["wall_s"] == 300.0  # 2 min + 3 min, not the hour between the attempts
     assert summary["outside_steps_s"] == 100.0  # 20 steps of 10 s

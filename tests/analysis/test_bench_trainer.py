@@ -2,27 +2,17 @@
 GEMMs found by the operator names torch's profiler gives them, and the micro-batch length read from the published
 runs."""
 
-import importlib.util
-
 import pytest
 
 from precision_rl import paths
 from precision_rl.analysis import phase_rates
 from precision_rl.config.registry import load_experiment
-from precision_rl.paths import REPO_ROOT
 from precision_rl.verl_ext.cpu.features import gemm_mode
 
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_trainer", REPO_ROOT / "benchmarks" / "bench_trainer.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("arm", ["fp16", "fp32"])
-def test_each_pass_is_split_into_gemms_and_the_rest(arm):
-    bench = load_bench()
+def test_each_pass_is_split_into_gemms_and_the_rest(arm, load_benchmark):
+    bench = load_benchmark("bench_trainer")
     records = bench.measure(arm, rows=4, length=16, repeats=1)
     assert [r["phase"] for r in records] == [phase_rates.OLD_LOG_PROB, phase_rates.UPDATE]
     for record in records:
@@ -34,8 +24,8 @@ def test_each_pass_is_split_into_gemms_and_the_rest(arm):
     assert update["gemm_gflop"] == pytest.approx(3 * forward["gemm_gflop"])  # 6 FLOPs a weight against 2
 
 
-def test_the_micro_batch_is_the_instruments(monkeypatch):
-    bench = load_bench()
+def test_the_micro_batch_is_the_instruments(monkeypatch, load_benchmark):
+    bench = load_benchmark("bench_trainer")
     with pytest.raises(SystemExit, match="no published calibrated sanity/grpo FP16 run"):
         bench.padded_length()  # the tests' default: no published logs
     monkeypatch.setenv(paths.LOGS_ENV, str(paths.LOGS_DIR))

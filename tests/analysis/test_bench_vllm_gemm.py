@@ -2,8 +2,6 @@
 read from the committed FP16 GRPO runs of the nearest CPU kind, and the weight re-quantization is timed on the shipped
 model."""
 
-import importlib.util
-
 import pytest
 
 from precision_rl import metrics as M
@@ -11,22 +9,14 @@ from precision_rl import paths
 from precision_rl.analysis.synthetic import write_run
 from precision_rl.config.registry import load_experiment
 from precision_rl.launch.runs import hardware
-from precision_rl.paths import REPO_ROOT
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_vllm_gemm", REPO_ROOT / "benchmarks" / "bench_vllm_gemm.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _steps(last: int, gen_s: float, step_s: float) -> list[dict]:
     return [{"step": s, "data": {M.STEP_TIME: step_s, M.TIMING_PREFIX + "gen": gen_s}} for s in range(1, last + 1)]
 
 
-def test_the_generation_share_comes_from_the_quick_steps_of_the_nearest_cpu_kind(tmp_path, monkeypatch):
-    bench = load_bench()
+def test_the_generation_share_comes_from_the_quick_steps_of_the_nearest_cpu_kind(tmp_path, monkeypatch, load_benchmark):
+    bench = load_benchmark("bench_vllm_gemm")
     monkeypatch.setenv(paths.REFERENCE_ENV, str(tmp_path / "reference"))
     monkeypatch.setenv(paths.LOGS_ENV, str(tmp_path / "logs"))
     assert bench.quick_step_shares(hardware()) == {}  # nothing committed: no estimate
@@ -47,6 +37,6 @@ def test_the_generation_share_comes_from_the_quick_steps_of_the_nearest_cpu_kind
     assert bench.quick_step_shares(other)["generation_share"] == pytest.approx(0.1)
 
 
-def test_the_weight_re_quantization_is_timed_on_the_shipped_model():
-    bench = load_bench()
+def test_the_weight_re_quantization_is_timed_on_the_shipped_model(load_benchmark):
+    bench = load_benchmark("bench_vllm_gemm")
     assert 0 < bench.weight_quantization_s("fp8_e4m3") < 60
