@@ -50,7 +50,8 @@ def section() -> str:
                             markdown=True)
     return (f"The CPU platform's overrides (`precision_rl/verl_ext/cpu/overrides.py`, each commented there with the "
             f"verl symbol or measurement behind it; a manifest's `platform_overrides`; the `1` is the run's GPU "
-            f"count, and the KV-cache blocks follow the run's lengths, here the instrument's):\n\n{overrides}\n\nIts environment variables: {env}.\n\nThe hooks installed on the CPU platform "
+            f"count, and the KV-cache blocks follow the run's lengths, here the instrument's):\n\n{overrides}\n\n"
+            f"Its environment variables: {env}.\n\nThe hooks installed on the CPU platform "
             f"only (`precision_rl/verl_ext/cpu/hooks.py`, registered by `plugin.py`; each has a test in "
             f"`tests/verl_ext/test_cpu_patches.py`):\n\n{hooks}\n\nThe two environments' pins "
             f"(`requirements/`):\n\n{versions}")
