@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from precision_rl.analysis.instrument_card import EXPERIMENT as INSTRUMENT_EXPERIMENT
 from precision_rl.console import render_table
 from precision_rl.fileio import atomic_write_json
 from precision_rl.formats import QUANTIZED_FORMATS
@@ -37,7 +38,7 @@ CONFIGS = tuple((dtype, gemm) for dtype in ("float32", "bfloat16", "float16") fo
 PROMPTS, TOKENS = 96, 64
 PASSES = 3  # timed passes per configuration, the fastest kept: one pass is ~1 s, noisy to several per cent
 QUANTIZED_STEP_COST_GOAL = 0.10  # issue 71: a quantized rollout costs at most 10 % of a quick-profile step
-STEP_COST_REFERENCE = ("sanity/grpo", "fp16")  # the runs whose steps the cost is a share of: the instrument's arm
+STEP_COST_REFERENCE = (INSTRUMENT_EXPERIMENT, "fp16")  # the runs whose steps the cost is a share of
 WEIGHT_REPEATS = 5
 
 
