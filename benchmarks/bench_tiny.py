@@ -32,6 +32,7 @@ from precision_rl.analysis import phase_rates
 from precision_rl.analysis.checks import SANITY_REWARD
 from precision_rl.analysis.logs import attempts_seconds, stamp_seconds
 from precision_rl.analysis.series import TRAIL_WINDOW
+from precision_rl.config.registry import INSTRUMENT_EXPERIMENT as EXPERIMENT
 from precision_rl.console import render_table
 from precision_rl.fileio import atomic_write_json
 from precision_rl.launch import runs
@@ -39,7 +40,6 @@ from precision_rl.launch.eta import cpu_label
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K1, TOKEN_KL_K3
 from precision_rl.paths import BENCH_DIR, runs_root
 
-EXPERIMENT = "sanity/grpo"
 ARMS = ("fp16", "bf16")
 STEP_PARTS = (*M.STEP_PHASES, "step")
 # verl's log lines carry "(<Actor> pid=N)" prefixes and "INFO:<date> <time>,<ms>:" stamps.

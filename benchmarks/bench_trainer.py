@@ -33,6 +33,7 @@ import torch
 from precision_rl import metrics as M
 from precision_rl.analysis import phase_rates
 from precision_rl.analysis.logs import load_run_dir
+from precision_rl.config.registry import INSTRUMENT_EXPERIMENT as EXPERIMENT
 from precision_rl.config.registry import load_experiment
 from precision_rl.console import render_table
 from precision_rl.fileio import atomic_write_json
@@ -45,7 +46,6 @@ from precision_rl.verl_ext.cpu.features import gemm_mode
 from precision_rl.verl_ext.cpu.gemm import use_half_linears
 from precision_rl.verl_ext.engine import pin_torch_threads
 
-EXPERIMENT = "sanity/grpo"
 ARMS = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}
 PASSES = {phase_rates.OLD_LOG_PROB: False, phase_rates.UPDATE: True}  # phase -> with backward
 # torch profiler op names by what they compute (self CPU time; any other op counts as "other").

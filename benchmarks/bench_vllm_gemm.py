@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from precision_rl.analysis.instrument_card import EXPERIMENT as INSTRUMENT_EXPERIMENT
+from precision_rl.config.registry import INSTRUMENT_EXPERIMENT
 from precision_rl.console import render_table
 from precision_rl.fileio import atomic_write_json
 from precision_rl.formats import QUANTIZED_FORMATS

@@ -362,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     grid.set_defaults(func=cmd_grid)
     preflight = sub.add_parser("preflight", help="what would fail before a paper-scale run, one line per check with "
                                                  "its fix; starts nothing, writes nothing")
-    preflight.add_argument("experiment", nargs="?", default="sanity/grpo")
+    preflight.add_argument("experiment", nargs="?", default=registry.INSTRUMENT_EXPERIMENT)
     _add_resources(preflight)
     preflight.set_defaults(func=cmd_preflight)
     data_command.add_parser(sub)
@@ -377,7 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     heldout = sub.add_parser("heldout", help="success rates at T=1 of a tiny run's checkpoint and of the shipped base, "
                                              "on the held-out and the training problems, with the change "
                                              "against the base and its standard errors")
-    heldout.add_argument("experiments", nargs="*", default=["sanity/grpo"])
+    heldout.add_argument("experiments", nargs="*", default=[registry.INSTRUMENT_EXPERIMENT])
     heldout.add_argument("--precision", action="append", help="arm(s), e.g. fp16 (default: every arm)")
     heldout.add_argument("--seed", type=int, default=registry.DEFAULT_SEEDS[0])
     heldout.add_argument("--step", type=int, help="checkpoint step (default: the last one whose weights are kept)")

@@ -19,6 +19,7 @@ from precision_rl.analysis.logs import load_run_dir, run_dirs_under
 from precision_rl.analysis.readme_blocks import ReadmeBlock, write_block
 from precision_rl.analysis.series import TRAIL_WINDOW, trailing_mean
 from precision_rl.config.profiles import CALIBRATED
+from precision_rl.config.registry import INSTRUMENT_EXPERIMENT
 from precision_rl.config.scale import TINY
 from precision_rl.console import render_table
 from precision_rl.launch import eta, runs
@@ -26,7 +27,6 @@ from precision_rl.metrics import REWARD, STEP_TIME, TIMING_PREFIX, val_metric
 from precision_rl.paths import logs_root
 from precision_rl.tiny.data import VAL_RECIPE
 
-EXPERIMENT = "sanity/grpo"  # the instrument's calibrated experiment
 PHASES = (("gen", "generation"), ("old_log_prob", "old log-probs"), ("update_actor", "updates"))
 DOC_BLOCK = ReadmeBlock("<!-- instrument numbers (tiny scale): written by `make published-results` from results/logs -->",
                         "<!-- end of instrument numbers -->")
@@ -73,7 +73,7 @@ def run_numbers(run_dir: Path) -> RunNumbers | None:
         peak_memory_gib=max(peaks) if peaks else None)
 
 
-def published_numbers(root: Path, experiment: str = EXPERIMENT) -> list[RunNumbers]:
+def published_numbers(root: Path, experiment: str = INSTRUMENT_EXPERIMENT) -> list[RunNumbers]:
     """Return the numbers of every finished calibrated tiny run of ``experiment`` under ``root``, by arm and seed."""
     found = []
     for run_dir in run_dirs_under(root):
@@ -124,7 +124,7 @@ def _none(experiment: str) -> str:
     return f"(no finished calibrated run of {experiment} is published under results/logs)"
 
 
-def section(root: Path, experiment: str = EXPERIMENT) -> str:
+def section(root: Path, experiment: str = INSTRUMENT_EXPERIMENT) -> str:
     """Return docs/tiny.md's block: per arm, the seeds' end points with their spread; per arm and CPU kind, the
     cost."""
     numbers = published_numbers(root, experiment)
@@ -136,7 +136,7 @@ def section(root: Path, experiment: str = EXPERIMENT) -> str:
             f"memory of a run's processes over its attempts:\n\n{cost_table(numbers)}")
 
 
-def readme_section(root: Path, experiment: str = EXPERIMENT) -> str:
+def readme_section(root: Path, experiment: str = INSTRUMENT_EXPERIMENT) -> str:
     """Return the README's block: the seeds' end points per arm."""
     numbers = published_numbers(root, experiment)
     if not numbers:

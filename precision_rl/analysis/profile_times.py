@@ -19,7 +19,6 @@ from precision_rl.console import render_table
 from precision_rl.launch import eta, runs
 from precision_rl.paths import logs_root
 
-EXPERIMENT = "sanity/grpo"  # the experiment `make sanity-fp16` and `make sanity-bf16` run
 README_BLOCK = ReadmeBlock("<!-- profile times (tiny scale): written by `make published-results` from results/logs -->",
                            "<!-- end of profile times -->")
 
@@ -38,7 +37,7 @@ def committed_kinds(root: Path, experiment: str) -> dict[str, dict]:
     return kinds
 
 
-def profile_rows(root: Path, experiment: str = EXPERIMENT) -> list[list[str]]:
+def profile_rows(root: Path, experiment: str = registry.INSTRUMENT_EXPERIMENT) -> list[list[str]]:
     """Return one row per arm and committed CPU kind: the expected wall time of each profile, start-up included, as
     the committed runs of that kind logged it ('-' where none logged the profile's steps)."""
     spec = registry.load_experiment(experiment, TINY)
@@ -58,7 +57,7 @@ def profile_rows(root: Path, experiment: str = EXPERIMENT) -> list[list[str]]:
     return rows
 
 
-def section(root: Path, experiment: str = EXPERIMENT) -> str:
+def section(root: Path, experiment: str = registry.INSTRUMENT_EXPERIMENT) -> str:
     """Return the README block's body: the table of ``profile_rows`` with its provenance."""
     spec = registry.load_experiment(experiment, TINY)
     quick, whole = (profile_for(spec, p).last_step(spec) for p in (QUICK, CALIBRATED))

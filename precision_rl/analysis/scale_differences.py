@@ -13,9 +13,8 @@ import inspect
 import sys
 from pathlib import Path
 
-from precision_rl.analysis.instrument_card import EXPERIMENT as INSTRUMENT_EXPERIMENT
 from precision_rl.analysis.readme_blocks import ReadmeBlock, write_block
-from precision_rl.config.registry import load_experiment
+from precision_rl.config.registry import INSTRUMENT_EXPERIMENT, load_experiment
 from precision_rl.config.scale import TINY
 from precision_rl.console import render_table
 from precision_rl.locks import CPU_PINS, GPU_PINS, normalized, pinned_versions

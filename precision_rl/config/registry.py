@@ -30,6 +30,8 @@ from precision_rl.reward.grader import DEFAULT_GRADER, GRADERS
 from precision_rl.reward.templates import TEMPLATES
 
 BASE_DIR_NAME = "_base"
+# The calibrated instrument: the paper's sanity test, the experiment `make sanity-fp16` and `make sanity-bf16` run.
+INSTRUMENT_EXPERIMENT = "sanity/grpo"
 BACKENDS = ("fsdp", "megatron")
 # A ``sources`` entry carrying this tag is the suite's assumption, not a published value.
 ASSUMPTION_TAG = "[A]"

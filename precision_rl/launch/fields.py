@@ -17,7 +17,7 @@ from precision_rl.errors import UserError
 from precision_rl.launch.overrides import RunContext, verl_overrides
 
 FIELDS_DOC = Path("docs") / "fields.md"
-BACKEND_BASES = {"fsdp": "sanity/grpo", "megatron": "moe/grpo_seq_mis"}
+BACKEND_BASES = {"fsdp": registry.INSTRUMENT_EXPERIMENT, "megatron": "moe/grpo_seq_mis"}
 # Fields only some algorithms read: rendered on an experiment of such an algorithm.
 ALGORITHM_BASES = {"is_threshold": "sanity/grpo_token_tis", "gen_batch_size": "dense14b/dapo",
                    "filter_groups_metric": "dense14b/dapo", "overlong_buffer_len": "dense14b/dapo",

@@ -15,8 +15,6 @@ GPU_DEFAULT_MODEL = "deepseek-ai/DeepSeek-R1-Distill-Qwen-1.5B"
 # Fig. 5's sequences reach ~26K tokens, so the paper's generation budget was about 32K
 # (docs/figures.md#fig-5-offline-mismatch).
 GPU_MAX_TOKENS = 32768
-# The GPU default prompts are the sanity set's, so their length limit is that experiment's.
-SANITY_EXPERIMENT = "sanity/grpo"
 TINY_DATA = "tiny"
 # ``tiny:<min>-<max>``: generated problems of that many operations (``tiny`` alone: the tiny sanity set's range).
 _TINY_RANGE = re.compile(r"^tiny:(\d+)-(\d+)$")
@@ -176,7 +174,8 @@ def default_model(device: str) -> str:
 
 
 def gpu_max_prompt_tokens() -> int:
-    """Return the prompt-length limit of the GPU default prompts: the sanity experiment's ``max_prompt_length``."""
-    from precision_rl.config.registry import load_experiment
+    """Return the prompt-length limit of the GPU default prompts, which are the sanity set's: the instrument's
+    ``max_prompt_length``."""
+    from precision_rl.config.registry import INSTRUMENT_EXPERIMENT, load_experiment
 
-    return int(load_experiment(SANITY_EXPERIMENT).hyper.max_prompt_length)
+    return int(load_experiment(INSTRUMENT_EXPERIMENT).hyper.max_prompt_length)

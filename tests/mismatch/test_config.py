@@ -108,13 +108,12 @@ def test_gpu_defaults_cover_the_papers_long_sequences():
     """Fig. 5's sequences reach ~26K tokens: the GPU default budget must allow them (the CPU one stays small)."""
     import argparse
 
-    from precision_rl.config.registry import load_experiment
-    from precision_rl.mismatch.config import SANITY_EXPERIMENT
+    from precision_rl.config.registry import INSTRUMENT_EXPERIMENT, load_experiment
 
     parser = argparse.ArgumentParser()
     mismatch_run.add_parser(parser.add_subparsers())
     gpu = mismatch_run.config_from_args(parser.parse_args(["mismatch", "--device", "cuda"]))
-    sanity_prompt_limit = load_experiment(SANITY_EXPERIMENT).hyper.max_prompt_length
+    sanity_prompt_limit = load_experiment(INSTRUMENT_EXPERIMENT).hyper.max_prompt_length
     assert gpu.max_tokens >= 26_000 and gpu.max_model_len == gpu.max_tokens + sanity_prompt_limit
     cpu = mismatch_run.config_from_args(parser.parse_args(["mismatch", "--device", "cpu", "--model", "local/tiny"]))
     assert cpu.max_tokens == 128
