@@ -35,6 +35,28 @@ def test_fp8_elements_are_torchs_own_casts_and_saturate(fmt):
     assert round_to_elements(big, fmt).tolist() == [fmt.max_value, -fmt.max_value, fmt.max_value]
 
 
+def _across_decades(count: int, low: int, high: int, seed: int) -> torch.Tensor:
+    """Return ``count`` signed values log-uniform over 10^low .. 10^high, plus ±0 and fp32 subnormals."""
+    gen = torch.Generator().manual_seed(seed)
+    magnitudes = 10 ** torch.empty(count).uniform_(low, high, generator=gen)
+    signs = torch.randint(0, 2, (count,), generator=gen) * 2 - 1
+    return torch.cat([magnitudes * signs, torch.tensor([0.0, -0.0, 1e-40, -1e-45])])
+
+
+@pytest.mark.parametrize("fmt", FP8, ids=lambda f: f.name)
+def test_fp8_elements_match_torchs_casts_from_fp32_subnormals_to_saturation(fmt):
+    x = _across_decades(200_000, -12, 6, seed=2)
+    inside = x.clamp(-fmt.max_value, fmt.max_value)
+    out = round_to_elements(x, fmt)
+    assert torch.equal(out, inside.to(fmt.torch_dtype).float())
+    assert torch.equal(out.signbit(), x.signbit())
+
+
+def test_fp4_elements_match_the_definition_across_decades():
+    x = _across_decades(5_000, -3, 2, seed=3)
+    assert round_to_elements(x, FP4).tolist() == [_e2m1_reference(v) for v in x.tolist()]
+
+
 def test_fp4_elements_round_to_nearest_with_ties_to_even_and_saturate():
     grid = list(E2M1_GRID)
     points = grid + [(a + b) / 2 for a, b in zip(grid, grid[1:], strict=False)] + [0.1, 0.3, 0.74, 0.76, 2.6, 5.1, 7.0,
