@@ -196,6 +196,9 @@ def _kill_then_resume(home: Path, experiment: str, arm: str, env: dict[str, str]
     deadline = time.monotonic() + 900
     while not step_one_done() and launcher.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
+    if launcher.poll() is not None:
+        output = launcher.communicate()[0].decode(errors="replace")
+        pytest.fail(f"the rerun ended by itself (exit {launcher.returncode}) before its kill:\n{output[-3000:]}")
     os.kill(launcher.pid, signal.SIGKILL)
     launcher.wait()
     run_dir = step_one_done()
