@@ -33,10 +33,13 @@ STOP_GRACE_S = (20.0, 10.0)  # after SIGINT, then after SIGTERM, before SIGKILL
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _RAY_PREFIX = re.compile(r"^\((?:\w+ )?pid=\d+(?:, ip=[\d.]+)?\)\s*")
 _ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception|Interrupt)\b\s*:")
-# How an error that only reports another one says so: vLLM 0.32's front end when an engine core process exits during
-# start-up ("Engine core initialization failed. See root cause above.", vllm/v1/engine/utils.py,
-# wait_for_engine_startup); the core's own traceback, printed before it, holds the cause.
-_ROOT_CAUSE_ABOVE = "root cause above"
+# How an error that only reports another one says so, in vLLM 0.32: its front end when an engine core process exits
+# during start-up ("Engine core initialization failed. See root cause above.", vllm/v1/engine/utils.py,
+# wait_for_engine_startup), and the engine core when one of its worker processes does ("WorkerProc initialization
+# failed due to an exception in a background process. See stack trace for root cause.",
+# vllm/v1/executor/multiproc_executor.py, WorkerProc.wait_for_ready). The traceback printed before the first of
+# them holds the cause.
+_POINTERS_TO_ROOT_CAUSE = ("root cause above", "See stack trace for root cause")
 
 
 @dataclass
@@ -87,14 +90,14 @@ class Progress:
 
 def failing_line(lines) -> str | None:
     """Return the most telling line of a failed run's output: the last ``SomethingError: ...`` line, else the last
-    non-empty one (ANSI colours and Ray's ``(Actor pid=N)`` prefixes removed). Where an error points to a root cause
-    above it, the error line before that one comes first: ``<root cause> (then: <the error pointing to it>)``."""
+    non-empty one (ANSI colours and Ray's ``(Actor pid=N)`` prefixes removed). Where errors point to a root cause
+    above them, the error line before the first of them comes first: ``<root cause> (then: <the first pointer>)``."""
     cleaned = [_RAY_PREFIX.sub("", _ANSI.sub("", line)).strip() for line in lines]
     cleaned = [line for line in cleaned if line]
     errors = [line for line in cleaned if _ERROR_LINE.search(line)]
     if not errors:
         return cleaned[-1] if cleaned else None
-    pointer = next((i for i, line in enumerate(errors) if _ROOT_CAUSE_ABOVE in line), None)
+    pointer = next((i for i, line in enumerate(errors) if any(p in line for p in _POINTERS_TO_ROOT_CAUSE)), None)
     if pointer:
         return f"{errors[pointer - 1]} (then: {errors[pointer]})"
     return errors[-1]

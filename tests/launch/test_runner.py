@@ -470,4 +470,15 @@ def test_a_failed_engine_start_names_its_root_cause_not_only_vllm_s_pointer_to_i
                                     "RuntimeError: Engine core initialization failed. See root cause above. "
                                     "Failed core proc(s): {'EngineCore_DP0': 1})")
     assert failing_line(output[-2:]) == output[-1]  # no line above the pointer: the last error, as for any failure
+    worker_died = [  # a worker process of the engine core dies first: the core points up too, before the front end
+        "(EngineCore_DP0 pid=901) ERROR [multiproc_executor.py] WorkerProc failed to start.",
+        "(EngineCore_DP0 pid=901) Traceback (most recent call last):",
+        "(EngineCore_DP0 pid=901) OSError: [Errno 98] Address already in use",
+        "(EngineCore_DP0 pid=901) ERROR [core.py:1510] Exception: WorkerProc initialization failed due to an "
+        "exception in a background process. See stack trace for root cause.",
+        *output[3:],
+    ]
+    assert failing_line(worker_died) == ("OSError: [Errno 98] Address already in use (then: ERROR [core.py:1510] "
+                                         "Exception: WorkerProc initialization failed due to an exception in a "
+                                         "background process. See stack trace for root cause.)")
     assert failing_line(["ValueError: the model is broken", "done"]) == "ValueError: the model is broken"
