@@ -474,11 +474,11 @@ def test_a_failed_engine_start_names_its_root_cause_not_only_vllm_s_pointer_to_i
         "(EngineCore_DP0 pid=901) ERROR [multiproc_executor.py] WorkerProc failed to start.",
         "(EngineCore_DP0 pid=901) Traceback (most recent call last):",
         "(EngineCore_DP0 pid=901) OSError: [Errno 98] Address already in use",
-        "(EngineCore_DP0 pid=901) ERROR [core.py:1510] Exception: WorkerProc initialization failed due to an "
+        "(EngineCore_DP0 pid=901) ERROR [core.py] Exception: WorkerProc initialization failed due to an "
         "exception in a background process. See stack trace for root cause.",
         *output[3:],
     ]
-    assert failing_line(worker_died) == ("OSError: [Errno 98] Address already in use (then: ERROR [core.py:1510] "
+    assert failing_line(worker_died) == ("OSError: [Errno 98] Address already in use (then: ERROR [core.py] "
                                          "Exception: WorkerProc initialization failed due to an exception in a "
                                          "background process. See stack trace for root cause.)")
     assert failing_line(["ValueError: the model is broken", "done"]) == "ValueError: the model is broken"
