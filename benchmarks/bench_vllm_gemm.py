@@ -7,11 +7,15 @@ architecture with random weights: the fastest of PASSES passes of 96 prompts x 6
 Prints tokens/s per configuration, its ratio to fp32, and this machine's CPU, and writes
 ``results/bench/vllm-gemm-<UTC time>.json``, as ``make bench-vllm-gemm``.
 
-For each quantized rollout format it also prints what the quantization costs a step of the quick profile against
-the fp16 rollout (the ladder's goal: at most QUANTIZED_STEP_COST_GOAL), from ratios only: generation's share of a
-quick-profile step in the committed FP16 GRPO runs of the nearest CPU kind, times the decoding slowdown measured here,
-plus the re-quantization of the shipped model's linear weights at each weight sync (timed here) over that step. It
-is an upper bound: part of a step's generation time is verl's orchestration of the requests, which no format slows.
+For each quantized rollout format it also times the model's linear layers for one decoding step of PROMPTS sequences
+outside vLLM, through the rollout's own GEMM functions (fp16 invariant against the format), and prints what the
+quantization costs a step of the quick profile against the fp16 rollout (the ladder's goal: at most
+QUANTIZED_STEP_COST_GOAL), from ratios only: generation's share of a quick-profile step in the committed FP16 GRPO runs
+of the nearest CPU kind, times the linear layers' extra time over the fp16 decoding step, plus the re-quantization of
+the shipped model's linear weights at each weight sync (timed here) over that step. The layers are timed in one
+process, so their difference is steady, where the decoding passes in vLLM run each format in a process of its own and
+differ by several per cent between processes; their slowdown is printed beside, for comparison. The cost is an upper
+bound: part of a step's generation time is verl's orchestration of the requests, which no format slows.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ PASSES = 3  # timed passes per configuration, the fastest kept: one pass is ~1 s
 QUANTIZED_STEP_COST_GOAL = 0.10  # issue 71: a quantized rollout costs at most 10 % of a quick-profile step
 STEP_COST_REFERENCE = (INSTRUMENT_EXPERIMENT, "fp16")  # the runs whose steps the cost is a share of
 WEIGHT_REPEATS = 5
+LAYER_REPEATS = 50  # timed calls of one decoding step's linear layers, the fastest kept
 
 
 def quick_step_shares(hardware: dict) -> dict:
@@ -105,6 +110,56 @@ def weight_quantization_s(fmt_name: str) -> float:
     return best
 
 
+def linear_layer_shapes(model: str) -> list[tuple[int, int]]:
+    """Return (input width, output width) of every linear layer of ``model``'s decoder (a Qwen2-style config:
+    fused QKV, attention output, fused gate-up, down projection per layer), in order."""
+    config = json.loads((Path(model) / "config.json").read_text())
+    hidden, inner = config["hidden_size"], config["intermediate_size"]
+    head_dim = config.get("head_dim") or hidden // config["num_attention_heads"]
+    per_layer = [(hidden, (config["num_attention_heads"] + 2 * config["num_key_value_heads"]) * head_dim),
+                 (config["num_attention_heads"] * head_dim, hidden), (hidden, 2 * inner), (inner, hidden)]
+    return per_layer * config["num_hidden_layers"]
+
+
+def decode_step_linear_ms(model: str) -> dict[str, float]:
+    """Return the milliseconds the linear layers of one decoding step of PROMPTS sequences take through the rollout's
+    GEMM functions outside vLLM (fastest of LAYER_REPEATS): ``invariant`` (fp16) and each quantized format."""
+    import torch
+
+    from precision_rl.verl_ext.cpu.gemm import invariant_gemm, quantized_gemm
+
+    gen = torch.Generator().manual_seed(0)
+    layers = [(torch.randn(PROMPTS, width_in, generator=gen).half(),
+               torch.randn(width_in, width_out, generator=gen).half().float())
+              for width_in, width_out in linear_layer_shapes(model)]
+    calls = {"invariant": lambda x, w: invariant_gemm(w, x, None, torch.float16),
+             **{name: (lambda x, w, fmt=fmt: quantized_gemm(w, x, None, torch.float16, fmt))
+                for name, fmt in QUANTIZED_FORMATS.items()}}
+    timings = {}
+    for name, call in calls.items():
+        best = float("inf")
+        for _ in range(LAYER_REPEATS):
+            start = time.perf_counter()
+            for x, w in layers:
+                call(x, w)
+            best = min(best, time.perf_counter() - start)
+        timings[name] = best * 1e3
+    return timings
+
+
+def step_cost(layers: dict, fp16_step_ms: float, shares: dict, weight_sync_s: float) -> dict:
+    """Return one format's cost per quick-profile step, as fractions of a step: generation's share (``shares``) times
+    the extra time of its linear layers (``layers``, a row of the decoding-step table) over the fp16 decoding step
+    (and, beside it, times the slowdown measured in vLLM), plus the weight re-quantization at each sync; and whether
+    that meets QUANTIZED_STEP_COST_GOAL."""
+    share = shares["generation_share"]
+    linear = share * layers["linear_layers_extra_ms"] / fp16_step_ms
+    sync = weight_sync_s / shares["step_s"]
+    return {"format": layers["format"], "linear_layers": linear,
+            "decoding_in_vllm": share * layers["slowdown_ms"] / fp16_step_ms, "weight_sync": sync,
+            "total": linear + sync, "meets_goal": linear + sync <= QUANTIZED_STEP_COST_GOAL}
+
+
 def measure(model: str, dtype: str, gemm: str) -> dict:
     """Return tokens, seconds and tokens/s of one decoding pass in this process (vLLM kept in-process)."""
     os.environ.update(VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1",
@@ -153,6 +208,7 @@ def main() -> int:
                 print(f"bench-vllm-gemm: {dtype} with {gemm} GEMMs failed: {last}", file=sys.stderr)
                 return 1
             rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        layer_ms = decode_step_linear_ms(model)
     machine = hardware()
     print(f"CPU: {cpu_label(machine)} x{machine['cpu_count']}")
     fp32 = next(r["tok_per_s"] for r in rows if r["dtype"] == "float32" and r["gemm"] == "vllm")
@@ -160,6 +216,19 @@ def main() -> int:
     print(render_table([[r["dtype"], r["gemm"], r["tokens"], f"{r['seconds']:.2f}", f"{r['tok_per_s']:.0f}",
                          f"{r['tok_per_s'] / fp32:.2f}", f"{fp16 / r['tok_per_s']:.2f}"] for r in rows],
                        ["dtype", "GEMM", "tokens", "s", "tok/s", "x fp32 (vLLM)", "time x fp16 (invariant)"]))
+    fp16_step_ms = next(r["seconds"] for r in rows if r["dtype"] == "float16" and r["gemm"] == "invariant") / TOKENS * 1e3
+    layer_rows = [{"format": r["gemm"], "decoding_step_ms": r["seconds"] / TOKENS * 1e3,
+                   "slowdown_ms": r["seconds"] / TOKENS * 1e3 - fp16_step_ms,
+                   "linear_layers_ms": layer_ms[r["gemm"]],
+                   "linear_layers_extra_ms": layer_ms[r["gemm"]] - layer_ms["invariant"]}
+                  for r in rows if r["gemm"] in QUANTIZED_FORMATS]
+    print(f"Where the quantized decoding's extra time lies, per decoding step of {PROMPTS} sequences (the fp16 rollout: "
+          f"{fp16_step_ms:.1f} ms a step in vLLM, {layer_ms['invariant']:.1f} ms of it its linear layers timed "
+          "outside vLLM):")
+    print(render_table([[c["format"], f"{c['decoding_step_ms']:.1f}", f"{c['slowdown_ms']:+.1f}",
+                         f"{c['linear_layers_ms']:.1f}", f"{c['linear_layers_extra_ms']:+.1f}"] for c in layer_rows],
+                       ["rollout format", "decoding step (ms)", "beyond fp16's", "its linear layers (ms)",
+                        "beyond fp16's"]))
     shares = quick_step_shares(machine)
     step_costs = []
     if shares:
@@ -167,24 +236,23 @@ def main() -> int:
               f"{QUANTIZED_STEP_COST_GOAL:.0%}): generation takes {shares['generation_share']:.0%} of a "
               f"{shares['step_s']:.0f} s step (median of steps {shares['steps']} of the committed "
               f"{' '.join(STEP_COST_REFERENCE)} runs on {shares['cpu']}"
-              f"{'' if shares['same_cpu_kind'] else ', another CPU kind than this one'}); an upper bound, since it "
-              "slows all of generation by the decoding slowdown where verl's orchestration takes part of it:")
-        for r in rows:
-            if r["gemm"] not in QUANTIZED_FORMATS:
-                continue
-            decode = shares["generation_share"] * (fp16 / r["tok_per_s"] - 1)
-            sync = weight_quantization_s(r["gemm"]) / shares["step_s"]
-            step_costs.append({"format": r["gemm"], "decoding": decode, "weight_sync": sync, "total": decode + sync,
-                               "meets_goal": decode + sync <= QUANTIZED_STEP_COST_GOAL})
-        print(render_table([[c["format"], f"{c['decoding']:+.1%}", f"{c['weight_sync']:+.2%}", f"{c['total']:+.1%}",
-                             "yes" if c["meets_goal"] else "NO"] for c in step_costs],
-                           ["rollout format", "decoding", "weight re-quantization", "step cost", "meets goal"]))
+              f"{'' if shares['same_cpu_kind'] else ', another CPU kind than this one'}), slowed by the extra time "
+              "of the linear layers over a decoding step (the verdict: timed in one process, it is steady), or by "
+              "the decoding slowdown in vLLM (each format in a process of its own: it varies by several per cent "
+              "between processes); an upper bound, since verl's orchestration, which no format slows, is part of "
+              "generation:")
+        step_costs = [step_cost(c, fp16_step_ms, shares, weight_quantization_s(c["format"])) for c in layer_rows]
+        print(render_table([[c["format"], f"{c['linear_layers']:+.1%}", f"{c['decoding_in_vllm']:+.1%}",
+                             f"{c['weight_sync']:+.2%}", f"{c['total']:+.1%}", "yes" if c["meets_goal"] else "NO"]
+                            for c in step_costs],
+                           ["rollout format", "linear layers", "(decoding in vLLM)", "weight re-quantization",
+                            "step cost", "meets goal"]))
     else:
         print(f"no committed {' '.join(STEP_COST_REFERENCE)} run logged the quick profile's steps: the quantized "
               "rollout's cost per step is not estimated")
     path = atomic_write_json(BENCH_DIR / f"vllm-gemm-{utc_stamp()}.json",
                              {"hardware": machine, "rows": rows, "quick_step_shares": shares,
-                              "quantized_step_costs": step_costs})
+                              "quantized_step_costs": step_costs, "decode_step_linear_layers": layer_rows})
     print(f"wrote {path.relative_to(REPO_ROOT)}")
     return 0
 

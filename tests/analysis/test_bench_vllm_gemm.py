@@ -40,3 +40,37 @@ def test_the_generation_share_comes_from_the_quick_steps_of_the_nearest_cpu_kind
 def test_the_weight_re_quantization_is_timed_on_the_shipped_model(load_benchmark):
     bench = load_benchmark("bench_vllm_gemm")
     assert 0 < bench.weight_quantization_s("fp8_e4m3") < 60
+
+
+def test_the_decoding_step_s_linear_layers_are_the_shipped_model_s(load_benchmark):
+    from safetensors.torch import load_file
+
+    from precision_rl.tiny.shipped import SHIPPED_DIR
+
+    bench = load_benchmark("bench_vllm_gemm")
+    shapes = bench.linear_layer_shapes(str(SHIPPED_DIR))
+    weights = {name: w for name, w in load_file(SHIPPED_DIR / "model.safetensors").items()
+               if w.dim() == 2 and "embed" not in name and "lm_head" not in name}
+    assert sum(i * o for i, o in shapes) == sum(w.numel() for w in weights.values())
+    assert sorted({i for i, _ in shapes}) == sorted({w.shape[1] for w in weights.values()})
+
+
+def test_every_rollout_format_s_linear_layers_are_timed(load_benchmark, monkeypatch):
+    from precision_rl.formats import QUANTIZED_FORMATS
+    from precision_rl.tiny.shipped import SHIPPED_DIR
+
+    bench = load_benchmark("bench_vllm_gemm")
+    monkeypatch.setattr(bench, "LAYER_REPEATS", 1)
+    timings = bench.decode_step_linear_ms(str(SHIPPED_DIR))
+    assert set(timings) == {"invariant", *QUANTIZED_FORMATS} and all(t > 0 for t in timings.values())
+
+
+def test_a_format_s_step_cost_is_its_linear_layers_extra_time_within_generation_plus_the_weight_sync(load_benchmark):
+    bench = load_benchmark("bench_vllm_gemm")
+    shares = {"generation_share": 0.4, "step_s": 50.0}
+    layers = {"format": "fp4_e2m1", "linear_layers_extra_ms": 2.0, "slowdown_ms": -1.0}
+    cost = bench.step_cost(layers, 10.0, shares, weight_sync_s=0.5)
+    assert cost["linear_layers"] == pytest.approx(0.08) and cost["weight_sync"] == pytest.approx(0.01)
+    assert cost["total"] == pytest.approx(0.09) and cost["meets_goal"]
+    assert cost["decoding_in_vllm"] == pytest.approx(-0.04)  # shown beside, not counted
+    assert not bench.step_cost(dict(layers, linear_layers_extra_ms=3.0), 10.0, shares, 0.5)["meets_goal"]
