@@ -227,8 +227,8 @@ def main() -> int:
           "outside vLLM):")
     print(render_table([[c["format"], f"{c['decoding_step_ms']:.1f}", f"{c['slowdown_ms']:+.1f}",
                          f"{c['linear_layers_ms']:.1f}", f"{c['linear_layers_extra_ms']:+.1f}"] for c in layer_rows],
-                       ["rollout format", "decoding step (ms)", "beyond fp16's", "its linear layers (ms)",
-                        "beyond fp16's"]))
+                       ["rollout format", "decoding step in vLLM (ms)", "beyond fp16's", "its linear layers (ms)",
+                        "beyond fp16 invariant's"]))
     shares = quick_step_shares(machine)
     step_costs = []
     if shares:
