@@ -5,8 +5,10 @@ answers the sanity criterion (a training reward of at least 0.95 on every seed).
 ``quick_steps`` steps (``scales.tiny.quick_steps`` of the experiment) of the calibrated run of its seed: the same
 model, set, batch, learning-rate schedule and validation, stopped early by the trainer
 (``verl_ext.settings.STOP_AFTER_STEP_KEY``). The calibrated runs' first steps are therefore its committed band, and
-``RESUME=1 PROFILE=calibrated`` continues a quick run to the whole run. An experiment without ``quick_steps`` runs
-whole in either profile.
+``RESUME=1 PROFILE=calibrated`` continues a quick run to the whole run. A quick run checkpoints every
+``quick_save_freq`` steps (``scales.tiny.quick_save_freq``), so that ``RESUME=1`` continues one that was interrupted;
+checkpoints change no logged value (tests/verl_ext/test_verl_runs.py reruns with one at every step). An experiment
+without ``quick_steps`` runs whole in either profile.
 
 The paper scale runs an experiment whole, or in its *smoke* profile (``PROFILE=smoke``): the experiment's
 ``profiles.smoke`` changes (one GPU, a few steps, short answers: docs/experiments.md#the-smoke-profile), for checking a
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 from precision_rl.config.registry import ExperimentSpec
 from precision_rl.config.scale import PAPER, TINY
 from precision_rl.errors import UserError
-from precision_rl.verl_ext.settings import STOP_AFTER_STEP_KEY
+from precision_rl.verl_ext.settings import SAVE_FREQ_KEY, STOP_AFTER_STEP_KEY
 
 QUICK, CALIBRATED = "quick", "calibrated"
 PROFILES = (QUICK, CALIBRATED)  # the tiny scale's
@@ -32,14 +34,18 @@ PAPER_PROFILES = (SMOKE,)  # the paper scale's, each a ``profiles.<name>`` block
 
 @dataclass(frozen=True)
 class Profile:
-    """The profile a run uses: its name and the step it stops after (None: the run's last step)."""
+    """The profile a run uses: its name, the step it stops after (None: the run's last step) and how often it
+    checkpoints (None: as the experiment's ``hyper.save_freq`` says)."""
 
     name: str
     stop_after_step: int | None
+    save_freq: int | None = None
 
     def overrides(self) -> list[str]:
-        """Return the verl overrides of the profile (the trainer's stop, where it stops early)."""
-        return [] if self.stop_after_step is None else [f"+{STOP_AFTER_STEP_KEY}={self.stop_after_step}"]
+        """Return the verl overrides of the profile: the trainer's stop where it stops early, and its checkpoint
+        frequency where it has one of its own (placed after the experiment's, which it replaces)."""
+        stop = [] if self.stop_after_step is None else [f"+{STOP_AFTER_STEP_KEY}={self.stop_after_step}"]
+        return stop + ([] if self.save_freq is None else [f"{SAVE_FREQ_KEY}={self.save_freq}"])
 
     def last_step(self, spec: ExperimentSpec) -> int | None:
         """Return the last step a run of ``spec`` in this profile trains (None where the spec sets no step count)."""
@@ -81,4 +87,6 @@ def profile_for(spec: ExperimentSpec, name: str) -> Profile:
     check_profile(name)
     if spec.scale != TINY:
         return Profile(name if name in PAPER_PROFILES else PAPER_PROFILE, None)
-    return Profile(name, spec.quick_steps if name == QUICK else None)
+    if name != QUICK:
+        return Profile(name, None)
+    return Profile(name, spec.quick_steps, spec.quick_save_freq if spec.quick_steps else None)

@@ -232,6 +232,7 @@ class _Tiny:
     backend: Any = None
     seeds: Any = None
     quick_steps: Any = None
+    quick_save_freq: Any = None
 
 
 @dataclass(frozen=True, config=_CONFIG)
@@ -266,6 +267,9 @@ class _Document:
     # The quick profile stops after this many steps of the experiment's schedule (config/profiles.py); unset: the
     # quick profile is the whole run.
     quick_steps: Annotated[Int, Field(ge=1)] | None = None
+    # The quick profile checkpoints every this many steps (RESUME=1 continues from the newest); unset: as
+    # hyper.save_freq.
+    quick_save_freq: Annotated[Int, Field(ge=1)] | None = None
 
 
 _DOCUMENT = TypeAdapter(_Document)
@@ -298,6 +302,7 @@ class ExperimentSpec:
     raw: dict[str, Any] = dataclasses.field(repr=False, compare=False)
     seeds: tuple[int, ...] = (0,)  # the seeds a whole grid runs (`make grid`); validate() sets DEFAULT_SEEDS
     quick_steps: int | None = None  # where the quick profile stops (config/profiles.py); None: the whole run
+    quick_save_freq: int | None = None  # the quick profile's checkpoint frequency; None: hyper.save_freq
 
     @property
     def family(self) -> str:
@@ -482,11 +487,16 @@ def validate(doc: dict, name: str, shown: str, scale: str, profile: str | None =
     if run.quick_steps is not None and total is not None and run.quick_steps >= total:
         raise SpecError(shown, f"scales.{scale}.quick_steps", f"the quick profile must stop before the run's "
                         f"{total} steps, got {run.quick_steps}")
+    if run.quick_save_freq is not None and (run.quick_steps is None or run.quick_steps % run.quick_save_freq):
+        raise SpecError(shown, f"scales.{scale}.quick_save_freq", "must divide quick_steps, so that the quick "
+                        f"profile's last step is checkpointed (quick_steps {run.quick_steps}, got "
+                        f"{run.quick_save_freq})")
     return ExperimentSpec(
         name=name, path=shown, scale=scale, description=top.description.strip(), paper=top.paper, sources=sources,
         model=run.model, template=run.template, grader=run.grader, data=run.data, algorithm=run.algorithm,
         arms=run.precision, backend=run.backend, lora=run.lora, hyper=run.hyper, resources=run.resources,
         variant_of=top.variant_of, paper_backend=top.backend, raw=eff, seeds=run.seeds, quick_steps=run.quick_steps,
+        quick_save_freq=run.quick_save_freq,
     )
 
 

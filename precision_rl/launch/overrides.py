@@ -23,7 +23,7 @@ from precision_rl.logit_noise import LogitNoise
 from precision_rl.paths import PACKAGE_DIR
 from precision_rl.reward.templates import get_template
 from precision_rl.verl_ext.rollout import STOP_KEY
-from precision_rl.verl_ext.settings import ACTOR, LOGIT_NOISE_PROCESSOR, REF, ROLLOUT
+from precision_rl.verl_ext.settings import ACTOR, LOGIT_NOISE_PROCESSOR, REF, ROLLOUT, SAVE_FREQ_KEY
 
 PROJECT_NAME = "precision-rl"
 # verl loads this file by path in its reward workers; its name is what verl's custom reward hook calls.
@@ -66,7 +66,7 @@ HYPER_KEYS = {
     "total_training_steps": "trainer.total_training_steps",
     "total_epochs": "trainer.total_epochs",
     "test_freq": "trainer.test_freq",
-    "save_freq": "trainer.save_freq",
+    "save_freq": SAVE_FREQ_KEY,
     "max_checkpoints": "trainer.max_actor_ckpt_to_keep",
     "val_before_train": "trainer.val_before_train",
     "val_only": "trainer.val_only",

@@ -28,6 +28,7 @@ from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json, sha256_file
 from precision_rl.paths import REPO_ROOT
 from precision_rl.verl_ext.cpu.features import cpu_identity, cpu_model, matrix_flags
+from precision_rl.verl_ext.settings import SAVE_FREQ_KEY
 
 MANIFEST = "manifest.json"
 TRAIN_LOG = "train.log"
@@ -137,7 +138,7 @@ def read_manifest(run_dir: Path) -> dict:
 # (which is how a change that moves the numbers shows).
 CONFIGURATION_SPEC_FIELDS = ("model", "template", "grader", "data", "backend", "resources", "hyper", "algorithm")
 OUTPUT_ONLY_OVERRIDES = ("trainer.rollout_data_dir", "trainer.validation_data_dir", "trainer.default_local_dir",
-                         "trainer.save_freq", "trainer.max_actor_ckpt_to_keep", "trainer.logger")
+                         SAVE_FREQ_KEY, "trainer.max_actor_ckpt_to_keep", "trainer.logger")
 KEY_LENGTH = 12
 REPO_PLACEHOLDER = "<repo>"
 CONFIGURATION_FIELD = "configuration"  # the manifest field holding the key the run recorded when it began

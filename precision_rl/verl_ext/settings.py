@@ -18,6 +18,8 @@ GEMM_CHOICES = ("native", "emulated")
 # The step after which the trainer stops, its schedule still set by trainer.total_training_steps: a run of the quick
 # profile is then the first steps of the calibrated run of its seed (precision_rl.verl_ext.trainer).
 STOP_AFTER_STEP_KEY = "trainer.stop_after_step"
+# verl's checkpoint frequency in steps: the quick profile sets its own (precision_rl.config.profiles).
+SAVE_FREQ_KEY = "trainer.save_freq"
 # The quantized format (precision_rl.formats.QUANTIZED_FORMATS) the CPU platform's rollout engine quantizes its
 # linear layers to; unset: none (precision_rl.verl_ext.cpu.gemm).
 ROLLOUT_FORMAT_ENV = "PRECISION_RL_ROLLOUT_FORMAT"

@@ -13,7 +13,7 @@ def test_quick_stops_the_sanity_run_after_its_first_validation_and_calibrated_ru
     quick, whole = profile_for(spec, QUICK), profile_for(spec, CALIBRATED)
     assert DEFAULT_PROFILE == QUICK and spec.quick_steps == 25
     assert spec.quick_steps % spec.hyper.test_freq == 0  # its last step is a validation step of the calibrated run
-    assert quick.overrides() == ["+trainer.stop_after_step=25"] and quick.last_step(spec) == 25
+    assert quick.overrides() == ["+trainer.stop_after_step=25", "trainer.save_freq=5"] and quick.last_step(spec) == 25
     assert whole.overrides() == [] and whole.last_step(spec) == 300
     assert quick.record() == {"name": "quick", "stop_after_step": 25}
 
@@ -56,8 +56,32 @@ def test_the_quick_stop_must_come_before_the_run_s_end():
         validate(doc, "sanity/grpo", "experiments/sanity/grpo.yaml", "tiny")
 
 
-def test_a_dry_run_renders_the_stop_in_the_quick_profile_only(capsys):
-    for profile, expected in ((QUICK, True), (CALIBRATED, False)):
+def test_the_quick_checkpoint_frequency_must_divide_the_quick_stop():
+    from precision_rl.config.registry import EXPERIMENTS_DIR, load_raw
+
+    doc = load_raw(EXPERIMENTS_DIR / "sanity" / "grpo.yaml")
+    doc["scales"]["tiny"]["quick_save_freq"] = 4
+    with pytest.raises(SpecError, match="quick_save_freq.*must divide quick_steps"):
+        validate(doc, "sanity/grpo", "experiments/sanity/grpo.yaml", "tiny")
+
+
+def test_every_quick_run_checkpoints_its_last_step():
+    """RESUME=1 PROFILE=calibrated continues a quick run from its last step's checkpoint."""
+    for spec in load_all("tiny").values():
+        quick = profile_for(spec, QUICK)
+        if quick.stop_after_step is not None:
+            assert quick.save_freq and quick.stop_after_step % quick.save_freq == 0, spec.name
+
+
+def _rendered_save_freq(out: str) -> str:
+    """Return the value of the last trainer.save_freq override a dry run printed (the one verl keeps)."""
+    return [word for word in out.split() if word.startswith("trainer.save_freq=")][-1].split("=", 1)[1]
+
+
+def test_a_dry_run_renders_the_stop_and_the_checkpoints_in_the_quick_profile_only(capsys):
+    for profile, stops, save_freq in ((QUICK, True, "5"), (CALIBRATED, False, "25")):
         assert cli.main(["run", "sanity/grpo", "--scale", "tiny", "--precision", "fp16", "--profile", profile,
                          "--dry-run"]) == 0
-        assert ("+trainer.stop_after_step=25" in capsys.readouterr().out) is expected
+        out = capsys.readouterr().out
+        assert ("+trainer.stop_after_step=25" in out) is stops
+        assert _rendered_save_freq(out) == save_freq
