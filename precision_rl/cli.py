@@ -86,6 +86,7 @@ def cmd_show(args) -> int:
     if spec.scale != PAPER:
         profile = profile_for(spec, check_profile(args.profile))
         print(f"# PROFILE={profile.name}: trains to step {profile.last_step(spec)}"
+              + (f", a checkpoint every {profile.save_freq} steps" if profile.save_freq else "")
               + (f" (overrides: {' '.join(profile.overrides())})" if profile.overrides() else ""))
     print(yaml.safe_dump(spec.raw, sort_keys=False, allow_unicode=True), end="")
     return 0

@@ -111,7 +111,8 @@ def test_make_show_names_the_profile_s_last_step():
     quick, calibrated = make("show", "EXP=sanity/grpo", "SCALE=tiny"), make("show", "EXP=sanity/grpo", "SCALE=tiny",
                                                                              "PROFILE=calibrated")
     assert quick.returncode == calibrated.returncode == 0, quick.stderr + calibrated.stderr
-    assert "# PROFILE=quick: trains to step 25 (overrides: +trainer.stop_after_step=25)" in quick.stdout
+    assert ("# PROFILE=quick: trains to step 25, a checkpoint every 5 steps (overrides: +trainer.stop_after_step=25 "
+            "trainer.save_freq=5)") in quick.stdout
     assert "# PROFILE=calibrated: trains to step 300\n" in calibrated.stdout
 
 
