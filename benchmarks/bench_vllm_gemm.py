@@ -110,28 +110,18 @@ def weight_quantization_s(fmt_name: str) -> float:
     return best
 
 
-def linear_layer_shapes(model: str) -> list[tuple[int, int]]:
-    """Return (input width, output width) of every linear layer of ``model``'s decoder (a Qwen2-style config:
-    fused QKV, attention output, fused gate-up, down projection per layer), in order."""
-    config = json.loads((Path(model) / "config.json").read_text())
-    hidden, inner = config["hidden_size"], config["intermediate_size"]
-    head_dim = config.get("head_dim") or hidden // config["num_attention_heads"]
-    per_layer = [(hidden, (config["num_attention_heads"] + 2 * config["num_key_value_heads"]) * head_dim),
-                 (config["num_attention_heads"] * head_dim, hidden), (hidden, 2 * inner), (inner, hidden)]
-    return per_layer * config["num_hidden_layers"]
-
-
 def decode_step_linear_ms(model: str) -> dict[str, float]:
     """Return the milliseconds the linear layers of one decoding step of PROMPTS sequences take through the rollout's
     GEMM functions outside vLLM (fastest of LAYER_REPEATS): ``invariant`` (fp16) and each quantized format."""
     import torch
 
+    from precision_rl.tiny.model import decoder_linear_shapes
     from precision_rl.verl_ext.cpu.gemm import invariant_gemm, quantized_gemm
 
     gen = torch.Generator().manual_seed(0)
     layers = [(torch.randn(PROMPTS, width_in, generator=gen).half(),
                torch.randn(width_in, width_out, generator=gen).half().float())
-              for width_in, width_out in linear_layer_shapes(model)]
+              for width_in, width_out in decoder_linear_shapes(model)]
     calls = {"invariant": lambda x, w: invariant_gemm(w, x, None, torch.float16),
              **{name: (lambda x, w, fmt=fmt: quantized_gemm(w, x, None, torch.float16, fmt))
                 for name, fmt in QUANTIZED_FORMATS.items()}}

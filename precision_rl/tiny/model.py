@@ -120,3 +120,22 @@ def build_random_model(out_dir: Path, config: TinyModelConfig = TinyModelConfig(
         tokenizer.save_pretrained(tmp)
         (tmp / "tiny_config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2))
     return Path(out_dir)
+
+
+def decoder_linear_slices(model_dir: Path | str) -> list[tuple[int, tuple[int, ...]]]:
+    """Return (input width, output width of each fused slice) of every linear layer of the decoder of the model in
+    ``model_dir`` (a Qwen2-style config), in order: per layer the fused QKV (q, k, v), the attention output, the fused
+    gate-up (gate, up) and the down projection, as vLLM fuses them."""
+    config = json.loads((Path(model_dir) / "config.json").read_text())
+    hidden, inner = config["hidden_size"], config["intermediate_size"]
+    head_dim = config.get("head_dim") or hidden // config["num_attention_heads"]
+    q_width, kv_width = config["num_attention_heads"] * head_dim, config["num_key_value_heads"] * head_dim
+    per_layer = [(hidden, (q_width, kv_width, kv_width)), (q_width, (hidden,)), (hidden, (inner, inner)),
+                 (inner, (hidden,))]
+    return per_layer * config["num_hidden_layers"]
+
+
+def decoder_linear_shapes(model_dir: Path | str) -> list[tuple[int, int]]:
+    """Return (input width, output width) of every linear layer of the decoder of the model in ``model_dir``, the
+    fused slices of ``decoder_linear_slices`` taken together, in order."""
+    return [(width_in, sum(slices)) for width_in, slices in decoder_linear_slices(model_dir)]

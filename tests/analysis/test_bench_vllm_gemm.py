@@ -42,19 +42,6 @@ def test_the_weight_re_quantization_is_timed_on_the_shipped_model(load_benchmark
     assert 0 < bench.weight_quantization_s("fp8_e4m3") < 60
 
 
-def test_the_decoding_step_s_linear_layers_are_the_shipped_model_s(load_benchmark):
-    from safetensors.torch import load_file
-
-    from precision_rl.tiny.shipped import SHIPPED_DIR
-
-    bench = load_benchmark("bench_vllm_gemm")
-    shapes = bench.linear_layer_shapes(str(SHIPPED_DIR))
-    weights = {name: w for name, w in load_file(SHIPPED_DIR / "model.safetensors").items()
-               if w.dim() == 2 and "embed" not in name and "lm_head" not in name}
-    assert sum(i * o for i, o in shapes) == sum(w.numel() for w in weights.values())
-    assert sorted({i for i, _ in shapes}) == sorted({w.shape[1] for w in weights.values()})
-
-
 def test_every_rollout_format_s_linear_layers_are_timed(load_benchmark, monkeypatch):
     from precision_rl.formats import QUANTIZED_FORMATS
     from precision_rl.tiny.shipped import SHIPPED_DIR

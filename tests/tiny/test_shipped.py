@@ -186,3 +186,17 @@ def test_a_rebuild_with_other_bytes_replaces_the_folder_and_says_what_it_replace
     assert result["max_abs_weight_difference"] == pytest.approx(0.25)
     assert verify(copy_of_the_model) and sha256_file(copy_of_the_model / WEIGHTS_FILE) != old_weights
     assert build_record(copy_of_the_model)["replaces"]["weights_sha256"] == old_weights
+
+
+def test_the_decoder_linear_shapes_cover_every_linear_weight_of_the_shipped_model():
+    from safetensors.torch import load_file
+
+    from precision_rl.tiny.model import decoder_linear_shapes, decoder_linear_slices
+
+    shapes = decoder_linear_shapes(SHIPPED_DIR)
+    weights = {name: w for name, w in load_file(SHIPPED_DIR / WEIGHTS_FILE).items()
+               if w.dim() == 2 and "embed" not in name and "lm_head" not in name}
+    assert sum(i * o for i, o in shapes) == sum(w.numel() for w in weights.values())
+    assert sorted({i for i, _ in shapes}) == sorted({w.shape[1] for w in weights.values()})
+    unfused = sorted(tuple(w.shape) for w in weights.values())
+    assert unfused == sorted((o, i) for i, slices in decoder_linear_slices(SHIPPED_DIR) for o in slices)
