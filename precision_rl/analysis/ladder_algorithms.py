@@ -115,6 +115,7 @@ def build_ladder_algorithms(data, scale: str):
     fig, axes = P.new_figure(nrows, ncols, panel_size=(3.4, 2.4))
     per_panel = verdicts(panels)
     legend: dict[str, tuple] = {}
+    curve_axes = []
     for ax, (panel, arms) in zip(axes.flat, panels.items(), strict=False):
         ax.set_title(f"({panel[len(PANEL_PREFIX):]}) {arms.title}")
         ax.set_xlabel("Training steps")
@@ -132,8 +133,14 @@ def build_ladder_algorithms(data, scale: str):
         lines = panel_lines(drawn, seeds, scale, M.REWARD)
         if any(seeds):
             P.corner_note(ax, lines + [f"Verdict: {per_panel[panel]}"])
+            curve_axes.append(ax)
         else:
             P.mark_empty(ax, lines)
+    # One reward scale for every drawn panel, so that panels compare at a glance.
+    if curve_axes:
+        low, high = min(ax.get_ylim()[0] for ax in curve_axes), max(ax.get_ylim()[1] for ax in curve_axes)
+        for ax in curve_axes:
+            ax.set_ylim(low, high)
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     P.figure_legend(fig, legend)

@@ -119,6 +119,7 @@ def test_the_figure_draws_each_algorithm_with_its_arms_and_says_which_have_not_r
     assert max(max(line.get_xdata()) for line in first.get_lines()) == 25  # the calibrated run cut to the profile
     assert len([line for line in first.get_lines() if line.get_linestyle() == "--"]) == 2  # the control: raw + EMA
     gspo = fig.axes[3]
+    assert gspo.get_ylim() == first.get_ylim() and first.get_ylim()[0] < 0.3 - 0.2  # one scale: GSPO's low start
     notes = " ".join(P.panel_texts(gspo))
     assert "not run yet" in notes and "ladder/synthetic_s3_gspo_control" in notes
     assert "make grid EXP='sanity/gspo' PRECISION=fp16 SCALE=tiny" in notes  # the FP16 fix, not sanity's BF16 arm
