@@ -9,10 +9,12 @@ import shutil
 from pathlib import Path
 
 from precision_rl.analysis.logs import run_dirs_under
+from precision_rl.config.algorithms import AlgorithmSettings, verl_algorithm_overrides
 from precision_rl.config.scale import TINY
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_dir
 from precision_rl.launch import runs
+from precision_rl.launch.overrides import ALGORITHM_FIELDS
 from precision_rl.tiny.data import instrument_problem, instrument_record
 from precision_rl.tiny.heldout import RECORDS_DIR as HELDOUT_RECORDS_DIR
 from precision_rl.tiny.shipped import SHIPPED_DIR
@@ -26,9 +28,24 @@ def publish_problem(manifest: dict, registered_only: bool = True) -> str | None:
         return f"{status}, not finished"
     if registered_only and manifest.get("extra_overrides"):
         return f"run with extra overrides {' '.join(manifest['extra_overrides'])}, not the registered experiment"
+    if registered_only and (stale := stale_algorithm_overrides(manifest)):
+        return (f"its algorithm was rendered by an older suite (today's rendering adds {' '.join(stale)}): "
+                f"rerun it")
     if registered_only and manifest.get("scale") == TINY:
         return instrument_problem(manifest.get("tiny_instrument"), instrument_record(SHIPPED_DIR))
     return None
+
+
+def stale_algorithm_overrides(manifest: dict) -> list[str]:
+    """Return the verl overrides that today's suite renders for the run's algorithm and ``hyper``
+    (``verl_algorithm_overrides``) and that its recorded ``verl_overrides`` lack: empty where the run took the
+    algorithm as it is rendered now, or where the manifest records no overrides (a synthetic run)."""
+    if "verl_overrides" not in manifest:
+        return []
+    hyper = (manifest.get("spec") or {}).get("hyper") or {}
+    settings = AlgorithmSettings(**{name: hyper.get(name) for name in ALGORITHM_FIELDS})
+    taken = set(manifest.get("verl_overrides") or [])
+    return [o for o in verl_algorithm_overrides(manifest["algorithm"], settings) if o not in taken]
 
 
 def superseded_runs(run_dirs: list[Path], dest: Path) -> list[tuple[Path, str]]:

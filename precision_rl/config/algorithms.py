@@ -31,7 +31,10 @@ NEEDS_IS_THRESHOLD = ("grpo_token_tis", "grpo_seq_mis", "pg_seq_tis", "pg_seq_mi
 # ±verl.trainer.ppo.rollout_corr_helper.SAFETY_BOUND (20) before exponentiating, so no weight exceeds e^20 ≈ 4.9e8:
 # a cap above that never binds (tests/launch/test_overrides.py checks it against verl's bound).
 UNCAPPED = 1.0e9
-_RS_UPPER_UNBOUNDED = "1000000.0"
+# The k1 window's upper end, i.e. no lower end on ρ. verl 0.9.1 sums the per-token log-ratios clamped at ±SAFETY_BOUND
+# without clamping the sum (compute_rollout_rejection_mask, ``seq_sum_k1``), so no finite ρ floor lies below every
+# sequence it can see; verl parses the bound with ``float`` and compares logs, so "inf" keeps them all.
+_K1_UNBOUNDED = "inf"
 
 
 @dataclass(frozen=True)
@@ -57,11 +60,12 @@ def check_algorithm(name: object) -> str:
 def seq_ratio_upper_bound(cap: float) -> str:
     """Return the quoted ``rollout_rs_threshold`` that keeps sequences with ρ ≤ ``cap`` under ``seq_sum_k1``.
 
-    The k1 statistic is −log ρ, so verl's ``"lower_upper"`` keeps 1/upper ≤ ρ ≤ 1/lower: ρ ≤ C needs lower = 1/C.
+    The k1 statistic is −log ρ, so verl's ``"lower_upper"`` keeps 1/upper ≤ ρ ≤ 1/lower: ρ ≤ C needs lower = 1/C,
+    and keeping every small ρ needs upper = ∞ (``_K1_UNBOUNDED``).
     """
     if cap <= 0:
         raise UserError(f"the importance-ratio cap must be positive, got {cap}")
-    return f'"{1.0 / cap!r}_{_RS_UPPER_UNBOUNDED}"'
+    return f'"{1.0 / cap!r}_{_K1_UNBOUNDED}"'
 
 
 def _correction(prefix: str, rollout_is: str | None, threshold: float | None, rs_cap: float | None) -> list[str]:

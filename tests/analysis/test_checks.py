@@ -10,6 +10,7 @@ from precision_rl import metrics as M
 from precision_rl.analysis import checks, logs, publish
 from precision_rl.analysis.synthetic import write_run
 from precision_rl.cli import main
+from precision_rl.config.algorithms import AlgorithmSettings, verl_algorithm_overrides
 from precision_rl.errors import UserError
 from precision_rl.launch import runs
 
@@ -442,3 +443,19 @@ def test_publishing_refuses_a_tiny_run_of_another_instrument(tmp_path):
     assert publish.publish_runs([shipped], tmp_path / "out")
     assert not (tmp_path / "out/tiny/sanity/grpo/fp16" / retired.name).exists()
     assert publish.publish_problem(runs.read_manifest(retired), registered_only=False) is None  # reference runs
+
+
+def test_publishing_refuses_a_run_whose_algorithm_today_renders_otherwise(tmp_path):
+    records = [[{"step": 1, "data": {M.REWARD: 0.5}}]]
+    hyper = {"is_threshold": 3.0}
+    current = verl_algorithm_overrides("pg_seq_mis", AlgorithmSettings(is_threshold=3.0))
+    old_window = [o.replace("_inf", "_1000000.0") for o in current]
+    stale = write_run(tmp_path / "runs", "tiny", "sanity/pg_seq_mis", "fp16", 42, records, algorithm="pg_seq_mis",
+                      manifest={"spec": {"hyper": hyper}, "verl_overrides": ["data.seed=42", *old_window]})
+    fresh = write_run(tmp_path / "runs", "tiny", "sanity/pg_seq_mis", "fp16", 1, records, algorithm="pg_seq_mis",
+                      manifest={"spec": {"hyper": hyper}, "verl_overrides": ["data.seed=1", *current]})
+    assert old_window != current
+    with pytest.raises(UserError, match=r"rendered by an older suite .*rollout_rs_threshold=\"0.333\d*_inf\".*rerun"):
+        publish.publish_runs([stale], tmp_path / "out")
+    assert publish.publish_runs([fresh], tmp_path / "out")
+    assert publish.publish_problem(runs.read_manifest(stale), registered_only=False) is None  # reference runs

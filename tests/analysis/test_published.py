@@ -2,6 +2,7 @@
 run directories that exist under results/logs."""
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from precision_rl import paths
 from precision_rl.analysis import inference_table, mismatch_scaling, pairs, paper_compare, progress, tables
 from precision_rl.analysis.figures import RUN_SOURCES, FigureData, draw_figure
 from precision_rl.analysis.logs import load_runs, run_dirs_under
-from precision_rl.analysis.publish import publish_runs, retire_superseded
+from precision_rl.analysis.publish import publish_runs, retire_superseded, stale_algorithm_overrides
 from precision_rl.analysis.synthetic import run_records, write_run
 from precision_rl.cli import main
 from precision_rl.config.scale import SCALES
@@ -231,3 +232,26 @@ def test_every_published_tiny_run_was_made_with_the_shipped_instrument():
     wrong = {str(d): p for d in published if (p := instrument_problem(runs.read_manifest(d).get("tiny_instrument"),
                                                                         current))}
     assert wrong == {}
+
+
+def test_every_published_run_took_its_algorithm_as_rendered_now_or_a_window_its_logs_show_equivalent():
+    """A published run took today's algorithm overrides. The one allowed difference: a masked-IS window whose upper k1
+    end (a floor 1/hi on ρ) was finite, where the run's logs show the floor never bound: the largest
+    −Σ log ρ of every step stayed below log(hi), so its mask was today's at every step."""
+    inequivalent = {}
+    for run_dir in run_dirs_under(paths.LOGS_DIR):
+        manifest = runs.read_manifest(run_dir)
+        if not (stale := stale_algorithm_overrides(manifest)):
+            continue
+        taken = [o for o in manifest["verl_overrides"] if o.split("=", 1)[0] in {s.split("=", 1)[0] for s in stale}]
+        if any("rollout_rs_threshold" not in o for o in stale) or not taken:
+            inequivalent[str(run_dir)] = stale
+            continue
+        floor_log = min(math.log(float(o.split("=", 1)[1].strip('"').split("_")[1])) for o in taken)
+        records = [json.loads(line) for path in runs.attempt_files(run_dir) if path.suffix == ".jsonl"
+                   for line in path.read_text().splitlines() if line.strip()]
+        largest = [v for r in records for k, v in r["data"].items()
+                   if k.endswith("rollout_rs_seq_sum_k1_seq_max") and v is not None]
+        if not largest or max(largest) >= floor_log:
+            inequivalent[str(run_dir)] = stale
+    assert inequivalent == {}

@@ -101,7 +101,7 @@ def assert_algorithm_landed(spec, cfg, dc) -> None:
     if spec.algorithm in ("grpo_seq_mis", "pg_seq_mis"):
         assert corr.rollout_rs == "seq_sum_k1"
         lower, upper = (float(x) for x in str(corr.rollout_rs_threshold).split("_"))
-        assert 1 / upper <= 1e-5 and 1 / lower == pytest.approx(cap)
+        assert upper == math.inf and 1 / lower == pytest.approx(cap)
     else:
         assert corr.rollout_rs is None
     if spec.algorithm == "dapo":
@@ -253,21 +253,25 @@ def test_the_legacy_dtype_key_is_rejected_by_verl():
         _build("sanity/grpo", "fp16", lambda o: o + ["actor_rollout_ref.actor.dtype=float16"])
 
 
-def test_seq_mis_bound_masks_exactly_ratios_above_cap():
-    """Run verl's own rejection sampler with the composed threshold: ρ ≤ C is kept, ρ > C is masked."""
-    from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_rejection_mask
+@pytest.mark.parametrize("name", ["sanity/grpo_seq_mis", "sanity/pg_seq_mis"])
+def test_seq_mis_bound_masks_exactly_ratios_above_cap(name):
+    """Run verl's own rejection sampler with the composed threshold: ρ ≤ C is kept however small ρ is (down to the
+    smallest sum of clamped token log-ratios verl can form), ρ > C is masked."""
+    from verl.trainer.ppo.rollout_corr_helper import SAFETY_BOUND, compute_rollout_correction_and_rejection_mask
 
-    _, _, _, dc = _build("sanity/grpo_seq_mis", "bf16")
+    _, _, _, dc = _build(name, "bf16")
     corr = dc["rollout_correction"]
-    cap = SPECS["sanity/grpo_seq_mis"].hyper.is_threshold
-    ratios = torch.tensor([0.05, 1.0, cap * 0.9, cap * 1.1, cap * 5])
-    rollout = torch.zeros(len(ratios), 1)
-    old = torch.log(ratios).unsqueeze(1)
+    cap = SPECS[name].hyper.is_threshold
+    length = 64
+    seq_log_ratios = [-2 * SAFETY_BOUND * length, math.log(1e-7), math.log(0.05), 0.0, math.log(cap * 0.9),
+                      math.log(cap * 1.1), math.log(cap * 5)]
+    old = torch.tensor(seq_log_ratios).unsqueeze(1).expand(-1, length) / length
+    rollout = torch.zeros_like(old)
     _, mask, _ = compute_rollout_correction_and_rejection_mask(
         old_log_prob=old, rollout_log_prob=rollout, response_mask=torch.ones_like(old),
         rollout_is=corr.rollout_is, rollout_is_threshold=corr.rollout_is_threshold,
         rollout_rs=corr.rollout_rs, rollout_rs_threshold=corr.rollout_rs_threshold)
-    assert mask.squeeze(1).tolist() == [1, 1, 1, 0, 0]
+    assert mask[:, 0].tolist() == [1, 1, 1, 1, 1, 0, 0]
 
 
 def test_hydra_would_misread_an_unquoted_bound():
