@@ -295,6 +295,7 @@ LOCAL_OUT := $(RUNS_DIR)/_analysis
 PUBLISHED_FIGURES := paper_figures
 FIGURES := fig1_training_reward fig2_eval_accuracy fig3_mismatch_dynamics fig4_fp16_algorithms \
 	fig5_offline_mismatch ablation_precision ablation_fork_changes effect_mismatch_scaling effect_mismatch_ladder \
+	effect_ladder_pg_seq_is \
 	effect_ladder_algorithms
 QUICK_FIGURES := fig1_training_reward fig2_eval_accuracy
 ANALYSIS_CODE := $(addprefix precision_rl/,metrics.py fileio.py paths.py cli.py launch/runs.py) \

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from tqdm import tqdm
 
 from precision_rl import metrics as M
 from precision_rl.analysis import plotting as P
-from precision_rl.analysis.ladder import LADDER_TITLE, build_mismatch_ladder
+from precision_rl.analysis.ladder import LADDERS, build_mismatch_ladder
 from precision_rl.analysis.ladder_algorithms import LADDER_ALGORITHMS_TITLE, build_ladder_algorithms
 from precision_rl.analysis.logs import RunTable
 from precision_rl.analysis.mismatch_results import load_offline, read_summary, result_dirs
@@ -70,7 +71,7 @@ FIGURE_TITLES = {
     "ablation_precision": "Precision ablation: training × inference dtype",
     "ablation_fork_changes": "FP16 vs BF16 with and without the fork's optimizer and loss changes",
     "effect_mismatch_scaling": "Beyond the paper: mismatch against model width and response length",
-    "effect_mismatch_ladder": LADDER_TITLE,
+    **{name: ladder.title for name, ladder in LADDERS.items()},
     "effect_ladder_algorithms": LADDER_ALGORITHMS_TITLE,
 }
 FORK_ABLATION_PANEL = "fork_ablation"
@@ -618,11 +619,11 @@ FIGURES: dict[str, Callable] = {
     "ablation_precision": build_ablation,
     "ablation_fork_changes": build_fork_ablation,
     "effect_mismatch_scaling": build_mismatch_scaling,
-    "effect_mismatch_ladder": build_mismatch_ladder,
+    **{name: partial(build_mismatch_ladder, ladder=ladder) for name, ladder in LADDERS.items()},
     "effect_ladder_algorithms": build_ladder_algorithms,
 }
 # Figures drawn in a profile of their own at tiny scale, whatever the others' (the ladder's runs are quick-profile).
-FIGURE_PROFILES = {"effect_mismatch_ladder": QUICK, "effect_ladder_algorithms": QUICK}
+FIGURE_PROFILES = {**dict.fromkeys(LADDERS, QUICK), "effect_ladder_algorithms": QUICK}
 # Tiny figures drawn a second time in the quick profile (into QUICK_FIGURES_DIR by `make published-results`), where the
 # stand-ins' quick runs are drawn beside the calibrated runs' first steps.
 QUICK_VERSIONS = ("fig1_training_reward", "fig2_eval_accuracy")

@@ -1,5 +1,6 @@
-"""The mismatch ladder's dose–response: what each run of the ``ladder`` panel measured of its own mismatch (the
-per-sequence KL[μ‖π] it logged) beside how it trained, and the figure and verdict drawn from them.
+"""The mismatch ladder's dose–response: what each run of a ladder panel (``ladder``: GRPO's; ``ladder_<algorithm>``:
+another algorithm's, ``LADDERS``) measured of its own mismatch (the per-sequence KL[μ‖π] it logged) beside how it
+trained, and the figure and verdict drawn from them.
 
 A rung is one (experiment, precision arm) of the panel: the FP16 trainer with its rollout in one format, or with
 synthetic noise on the rollout's logits (``precision_rl.logit_noise``), and that noise's control (the same noise in
@@ -26,6 +27,28 @@ from precision_rl.analysis.series import trailing_mean
 from precision_rl.formats import MANTISSA_BITS
 
 LADDER_PANEL = "ladder"
+
+
+@dataclass(frozen=True)
+class Ladder:
+    """One dose–response figure: the panel its rungs feed, its title and what its caption says the rungs are."""
+
+    panel: str
+    title: str
+    rungs_note: str
+
+
+LADDER_TITLE = "The mismatch ladder: training against the rollout's mismatch"
+LADDERS = {
+    "effect_mismatch_ladder": Ladder(
+        LADDER_PANEL, LADDER_TITLE,
+        "Rungs: the FP16 trainer with its rollout in each format (quantized ones as verl's FP8 rollout and MXFP4 "
+        "quantize: docs/sources.md#e17-mismatch-ladder), and BF16 training with an FP8 rollout."),
+    "effect_ladder_pg_seq_is": Ladder(
+        "ladder_pg_seq_is", "The mismatch ladder for PG-Seq-IS: where its uncapped sequence weight starts to fail",
+        "Rungs: PG-Seq-IS (the sanity settings, FP16 trainer and rollout) without noise and at each synthetic "
+        "strength, each strength beside its control."),
+}
 # The dose axis (nats per sequence): from below the tiny FP16 rollout's level to past the paper's BF16 level.
 DOSE_AXIS, DOSE_TICKS = (1e-6, 30.0), (1e-6, 1e-4, 1e-2, 1.0)
 
@@ -113,7 +136,7 @@ def verdict(rungs: list[Rung]) -> str:
     below the first rung's, else "no degradation resolved up to X nats per sequence"; then, for the synthetic rungs,
     the same against each strength's control."""
     real = [r for r in rungs if not r.noise]
-    parts = [_real_verdict(real)] if real else []
+    parts = [_real_verdict(real)] if len(real) > 1 or (real and len(real) == len(rungs)) else []
     synthetic = _synthetic_verdict([r for r in rungs if r.noise])
     return "; ".join(parts + ([synthetic] if synthetic else [])) or "no verdict: no rung has a finished run"
 
@@ -172,11 +195,11 @@ def _last(curves: list[pd.Series]) -> pd.Series | None:
     return curves[0] if curves else None
 
 
-def ladder_arms(data, scale: str) -> list[ArmRuns]:
-    """Return the (experiment, arm) pairs of the ``ladder`` panel at ``scale`` with their runs, finest rollout format
+def ladder_arms(data, scale: str, panel: str = LADDER_PANEL) -> list[ArmRuns]:
+    """Return the (experiment, arm) pairs of ladder ``panel`` at ``scale`` with their runs, finest rollout format
     first (``data`` is a ``figures.FigureData``)."""
     arms = [data.arm_runs(scale, spec, arm, rung_label(spec, arm))
-            for spec in data.specs(scale).values() for arm in spec.panel_arms(LADDER_PANEL)]
+            for spec in data.specs(scale).values() for arm in spec.panel_arms(panel)]
     return sorted(arms, key=lambda a: (rung_order(a.arm.infer, *synthetic_noise(a.spec)), a.label))
 
 
@@ -202,11 +225,11 @@ OUTCOMES = (("final_reward", "Final training reward (trailing mean)"), ("heldout
             ("max_abs_diff", "Largest |π − μ| of the run"))
 
 
-def build_mismatch_ladder(data, scale: str):
-    """Return the dose–response figure: each outcome against the per-sequence KL[μ‖π] the run logged (log x, one
-    point per run, a rung's min–max as bars, the paper's FP16 and BF16 levels as vertical lines), and the rungs'
-    reward curves; the verdict under the legend, and in each panel why a rung drew nothing."""
-    arms = ladder_arms(data, scale)
+def build_mismatch_ladder(data, scale: str, ladder: Ladder = LADDERS["effect_mismatch_ladder"]):
+    """Return the dose–response figure of ``ladder``: each outcome against the per-sequence KL[μ‖π] the run logged
+    (log x, one point per run, a rung's min–max as bars, the paper's FP16 and BF16 levels as vertical lines), and the
+    rungs' reward curves; the verdict under the legend, and in each panel why a rung drew nothing."""
+    arms = ladder_arms(data, scale, ladder.panel)
     rungs = ladder_rungs(data, scale, arms)
     fig, axes = P.new_figure(1, len(OUTCOMES) + 1, panel_size=(3.0, 2.4))
     colors = plt.get_cmap("viridis")(np.linspace(0, 0.9, max(len(rungs), 1)))
@@ -249,12 +272,11 @@ def build_mismatch_ladder(data, scale: str):
     finish_panel(curves_ax, arms, seeds, scale, M.REWARD, legend_has_seeds=True)
     P.figure_legend(fig, {legend_label(arm): (color, style)
                           for arm, color, style, n in zip(arms, colors, styles, seeds, strict=True) if n})
-    P.header_note(fig, [f"Verdict (bands rule, against {rungs[0].label if rungs else 'the first rung'}): "
-                        f"{verdict(rungs)}"])
-    P.add_caption(fig, LADDER_TITLE, scale,
-                  "Rungs: the FP16 trainer with its rollout in each format (quantized ones as verl's FP8 rollout and "
-                  "MXFP4 quantize: docs/sources.md#e17-mismatch-ladder), and BF16 training with an FP8 rollout. x: the "
-                  f"median over a run's steps of {M.SEQUENCE_KL_K3}; vertical lines: the paper's Fig. 5 levels "
+    real = [r for r in rungs if not r.noise]
+    against = real[0].label if len(real) > 1 else "each strength's control"
+    P.header_note(fig, [f"Verdict (bands rule, against {against}): {verdict(rungs)}"])
+    P.add_caption(fig, ladder.title, scale,
+                  f"{ladder.rungs_note} x: the median over a run's steps of {M.SEQUENCE_KL_K3}; vertical lines: the paper's Fig. 5 levels "
                   "(R1-Distill-Qwen-1.5B, 0.32 FP16, 7.64 BF16). Points: runs; bars: a rung's min–max over seeds. "
                   "Synthetic rungs add seeded Gaussian noise σ to the rollout's logits "
                   "(docs/sources.md#e18-synthetic-mismatch); their controls (hollow points, dashed curves) add it to the trainer's too: the "
@@ -264,5 +286,3 @@ def build_mismatch_ladder(data, scale: str):
                   scope=data.scope(scale))
     return fig
 
-
-LADDER_TITLE = "The mismatch ladder: training against the rollout's mismatch"

@@ -9,7 +9,7 @@ from precision_rl import metrics as M
 from precision_rl.analysis import figures as F
 from precision_rl.analysis import logs
 from precision_rl.analysis import plotting as P
-from precision_rl.analysis.ladder import RunDose, Rung, derived_sequence_kl, ladder_rungs, verdict
+from precision_rl.analysis.ladder import LADDERS, RunDose, Rung, derived_sequence_kl, ladder_arms, ladder_rungs, verdict
 from precision_rl.analysis.synthetic import write_run
 
 QUICK = {"profile": {"name": "quick", "stop_after_step": 25}}
@@ -45,9 +45,9 @@ def test_a_rung_degrades_only_where_its_band_lies_wholly_below_the_reference_s()
 def test_a_synthetic_rung_is_judged_against_its_control_not_against_the_clean_rung():
     reference = _rung("FP16", [0.80, 0.82, 0.84], 1e-5)
     worse_sampler = [_rung("s2", [0.60, 0.62, 0.64], 2.0, noise=2), _rung("s2c", [0.61, 0.63, 0.65], 1e-5, 2, True)]
-    assert verdict([reference, *worse_sampler]) == ("no verdict: no other rung has a finished run; synthetic: no "
-                                                    "degradation against the controls resolved up to 2 nats per "
-                                                    "sequence (σ = 2)")
+    # one real rung, the noise-free reference of an algorithm's own ladder: nothing to judge it against
+    assert verdict([reference, *worse_sampler]) == ("synthetic: no degradation against the controls resolved up to "
+                                                    "2 nats per sequence (σ = 2)")
     mismatch = [_rung("s3", [0.40, 0.45, 0.50], 8.0, noise=3), _rung("s3c", [0.55, 0.60, 0.62], 1e-5, 3, True)]
     assert verdict([reference, *worse_sampler, *mismatch]).endswith(
         "synthetic: degrades against its control from 8 nats per sequence (σ = 3)")
@@ -143,3 +143,23 @@ def test_results_readme_gives_the_fp16_rungs_derived_doses_the_published_logs_gi
     doses = {run.run.rsplit("-s", 1)[1]: f"{run.sequence_kl:.2g}" for run in fp16.runs}
     stated = f"{doses['7']}, {doses['1']} and {doses['42']} nats per sequence".replace("e-06", "e-6").replace("e-05", "e-5")
     assert stated in " ".join((REPO_ROOT / "results" / "README.md").read_text().split())
+
+
+def test_pg_seq_is_has_its_own_ladder_of_its_sanity_arm_and_its_noised_rungs_beside_their_controls(tmp_path):
+    write_run(tmp_path, "tiny", "sanity/pg_seq_is", "fp16", 42, [_records(25, 0.8, 1e-4)], manifest=QUICK)
+    write_run(tmp_path, "tiny", "ladder/synthetic_s3", "fp16", 42, [_records(25, 0.4, 12.0)], manifest=QUICK)
+    for seed in (42, 1):
+        write_run(tmp_path, "tiny", "ladder/synthetic_s3_pg_seq_is", "fp16", seed, [_records(25, 0.2 + seed / 1e3, 13.0)],
+                  manifest=QUICK)
+        write_run(tmp_path, "tiny", "ladder/synthetic_s3_pg_seq_is_control", "fp16", seed,
+                  [_records(25, 0.4 + seed / 1e3, 3e-4)], manifest=QUICK)
+    quick = F.FigureData(logs.load_runs([tmp_path], progress=False), tmp_path / "mismatch").with_profile("quick")
+    ladder = LADDERS["effect_ladder_pg_seq_is"]
+    arms = ladder_arms(quick, "tiny", ladder.panel)
+    assert {a.spec.name for a in arms} == {"sanity/pg_seq_is", *(f"ladder/synthetic_s{s}_pg_seq_is{c}"
+                                                                  for s in (1, 2, 3) for c in ("", "_control"))}
+    assert "ladder/synthetic_s3" not in {a.spec.name for a in ladder_arms(quick, "tiny", ladder.panel)}
+    fig = F.build_mismatch_ladder(quick, "tiny", ladder)
+    texts = " ".join(t.get_text() for t in fig.texts)
+    assert "against each strength's control" in texts and "degrades against its control from" in texts
+    assert fig._suptitle.get_text().startswith(ladder.title)
