@@ -52,11 +52,15 @@ class AlgorithmArms:
     def resolved_below(self) -> bool:
         """Return True when the rung's band of final rewards lies wholly below its no-mismatch arm's, each over
         ≥ 2 seeds."""
-        rung, reference = self.rungs.get(RUNG), self.rungs.get(self.reference_role())
-        if rung is None or reference is None or len(rung.runs) < 2 or len(reference.runs) < 2:
+        if self.thin():
             return False
-        band, ref = rung.band("final_reward"), reference.band("final_reward")
+        band, ref = self.rungs[RUNG].band("final_reward"), self.rungs[self.reference_role()].band("final_reward")
         return band is not None and ref is not None and band[2] < ref[1]
+
+    def thin(self) -> bool:
+        """Return True when the rung or its no-mismatch arm has fewer than two finished seeds (no band to judge)."""
+        rung, reference = self.rungs.get(RUNG), self.rungs.get(self.reference_role())
+        return rung is None or reference is None or len(rung.runs) < 2 or len(reference.runs) < 2
 
 
 def arm_role(spec, arm) -> str:
@@ -85,11 +89,13 @@ def algorithm_verdict(panel: AlgorithmArms, grpo_shortfall: float | None) -> str
     """Return one algorithm's verdict by the bands rule against its no-mismatch arm: with GRPO degraded at the rung
     (``grpo_shortfall``: its resolved shortfall), "recovers" (band not below), "partly" (below by under half GRPO's
     shortfall) or "not"; with GRPO not degraded, "degraded" or "no effect resolved"; each with the reward difference
-    against the no-mismatch arm, or "no verdict" where the rung or that arm has no finished run."""
+    against the no-mismatch arm; "no band yet" where either has a single seed, "no verdict" where either has none."""
     shortfall = panel.shortfall()
     if shortfall is None:
         return f"no verdict: the rung or its {panel.reference_role()} has no finished run"
     size = f"reward {-shortfall:+.3f} against its {panel.reference_role()}"
+    if panel.thin():
+        return f"no band yet, one seed on a side ({size})"
     if grpo_shortfall is None:
         return f"degraded ({size})" if panel.resolved_below() else f"no effect resolved ({size})"
     if not panel.resolved_below():

@@ -69,7 +69,7 @@ def test_without_a_degraded_grpo_each_algorithm_reads_degraded_or_no_effect_agai
     out = verdicts(panels)
     assert out["ladder_fig1a"] == "no effect resolved (reward -0.007 against its control)"
     assert out["ladder_fig1b"] == "degraded (reward -0.113 against its control)"
-    assert out["ladder_fig1c"].startswith("no effect resolved")  # one seed: no band, nothing resolved
+    assert out["ladder_fig1c"] == "no band yet, one seed on a side (reward -0.123 against its control)"
 
 
 def test_with_grpo_degraded_each_algorithm_recovers_partly_or_not():
@@ -78,13 +78,15 @@ def test_with_grpo_degraded_each_algorithm_recovers_partly_or_not():
               "ladder_fig1b": _panel([0.60, 0.62, 0.64], control),
               "ladder_fig1c": _panel([0.50, 0.52, 0.54], control),
               "ladder_fig1d": _panel([0.40, 0.41, 0.42], control),
-              "ladder_fig1e": _panel([], control)}
+              "ladder_fig1e": _panel([], control),
+              "ladder_fig1f": _panel([0.62], control)}  # above its control, but one seed: not "recovers"
     out = verdicts(panels)
     assert out["ladder_fig1a"] == "degraded (reward -0.300 against its control)"
     assert out["ladder_fig1b"] == "recovers (reward +0.010 against its control)"
     assert out["ladder_fig1c"] == "partly (reward -0.090 against its control; GRPO -0.300)"
     assert out["ladder_fig1d"].startswith("not (reward -0.200")
     assert out["ladder_fig1e"] == "no verdict: the rung or its control has no finished run"
+    assert out["ladder_fig1f"].startswith("no band yet, one seed on a side")
 
 
 def test_a_real_rung_without_a_control_is_judged_against_the_rollout_in_the_trainers_format():
