@@ -276,7 +276,8 @@ def build_mismatch_ladder(data, scale: str, ladder: Ladder = LADDERS["effect_mis
     against = real[0].label if len(real) > 1 else "each strength's control"
     P.header_note(fig, [f"Verdict (bands rule, against {against}): {verdict(rungs)}"])
     P.add_caption(fig, ladder.title, scale,
-                  f"{ladder.rungs_note} x: the median over a run's steps of {M.SEQUENCE_KL_K3}; vertical lines: the paper's Fig. 5 levels "
+                  f"{ladder.rungs_note} x: the median over a run's steps of {M.SEQUENCE_KL_K3}; vertical lines: "
+                  "the paper's Fig. 5 levels "
                   "(R1-Distill-Qwen-1.5B, 0.32 FP16, 7.64 BF16). Points: runs; bars: a rung's min–max over seeds. "
                   "Synthetic rungs add seeded Gaussian noise σ to the rollout's logits "
                   "(docs/sources.md#e18-synthetic-mismatch); their controls (hollow points, dashed curves) add it to the trainer's too: the "
@@ -285,4 +286,3 @@ def build_mismatch_ladder(data, scale: str, ladder: Ladder = LADDERS["effect_mis
                   "tokens per response); runs with neither are in the curves only.",
                   scope=data.scope(scale))
     return fig
-
