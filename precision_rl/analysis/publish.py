@@ -28,7 +28,11 @@ def publish_problem(manifest: dict, registered_only: bool = True) -> str | None:
         return f"{status}, not finished"
     if registered_only and manifest.get("extra_overrides"):
         return f"run with extra overrides {' '.join(manifest['extra_overrides'])}, not the registered experiment"
-    if registered_only and (stale := stale_algorithm_overrides(manifest)):
+    try:
+        stale = stale_algorithm_overrides(manifest) if registered_only else []
+    except UserError as exc:
+        return f"its algorithm cannot be rendered from its manifest ({exc})"
+    if stale:
         return (f"its algorithm was rendered by an older suite (today's rendering adds {' '.join(stale)}): "
                 f"rerun it")
     if registered_only and manifest.get("scale") == TINY:
@@ -42,10 +46,13 @@ def stale_algorithm_overrides(manifest: dict) -> list[str]:
     algorithm as it is rendered now, or where the manifest records no overrides (a synthetic run)."""
     if "verl_overrides" not in manifest:
         return []
-    hyper = (manifest.get("spec") or {}).get("hyper") or {}
-    settings = AlgorithmSettings(**{name: hyper.get(name) for name in ALGORITHM_FIELDS})
-    taken = set(manifest.get("verl_overrides") or [])
-    return [o for o in verl_algorithm_overrides(manifest["algorithm"], settings) if o not in taken]
+    spec = manifest.get("spec") or {}
+    hyper = spec.get("hyper") if isinstance(spec, dict) else None
+    overrides = manifest.get("verl_overrides") or []
+    if not isinstance(hyper or {}, dict) or not isinstance(overrides, list):
+        raise UserError("manifest: spec.hyper must be a mapping and verl_overrides a list")
+    settings = AlgorithmSettings(**{name: (hyper or {}).get(name) for name in ALGORITHM_FIELDS})
+    return [o for o in verl_algorithm_overrides(manifest.get("algorithm"), settings) if o not in set(overrides)]
 
 
 def superseded_runs(run_dirs: list[Path], dest: Path) -> list[tuple[Path, str]]:

@@ -97,7 +97,10 @@ def _bypass_reinforce(threshold: float, rs_cap: float | None) -> list[str]:
 def _require_cap(name: str, settings: AlgorithmSettings) -> float:
     if settings.is_threshold is None:
         raise UserError(f"algorithm {name} needs hyper.is_threshold (the importance-ratio cap C)")
-    return float(settings.is_threshold)
+    try:
+        return float(settings.is_threshold)
+    except (TypeError, ValueError):
+        raise UserError(f"algorithm {name}: hyper.is_threshold must be a number, got {settings.is_threshold!r}") from None
 
 
 def inflight_gen_batches(settings: AlgorithmSettings) -> int:

@@ -459,3 +459,17 @@ def test_publishing_refuses_a_run_whose_algorithm_today_renders_otherwise(tmp_pa
         publish.publish_runs([stale], tmp_path / "out")
     assert publish.publish_runs([fresh], tmp_path / "out")
     assert publish.publish_problem(runs.read_manifest(stale), registered_only=False) is None  # reference runs
+
+
+@pytest.mark.parametrize("spec, why", [
+    ({"hyper": ["is_threshold", 3.0]}, "spec.hyper must be a mapping"),
+    ("a string", "needs hyper.is_threshold"),
+    ({"hyper": {"is_threshold": "three"}}, "is_threshold must be a number, got 'three'"),
+])
+def test_publishing_names_a_hand_edited_manifest_whose_algorithm_cannot_be_rendered(tmp_path, spec, why):
+    records = [[{"step": 1, "data": {M.REWARD: 0.5}}]]
+    run = write_run(tmp_path / "runs", "tiny", "sanity/pg_seq_mis", "fp16", 42, records, algorithm="pg_seq_mis",
+                    manifest={"spec": spec, "verl_overrides": ["data.seed=42"]})
+    with pytest.raises(UserError, match=f"its algorithm cannot be rendered from its manifest .*{why}"):
+        publish.publish_runs([run], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
