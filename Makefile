@@ -8,6 +8,8 @@ SHELL := /bin/bash
 PYTHON_BASE ?= python3.11
 #> VENV=.venv                   the virtual environment's folder
 VENV ?= .venv
+#> PYTHON_ENV=venv|active       venv: VENV, made from the CPU locks on first use; active: the Python on PATH as it is (the GPU environment of environment.yml); default: active inside the conda environment precision-rl, else venv
+PYTHON_ENV ?= $(if $(filter precision-rl,$(CONDA_DEFAULT_ENV)),active,venv)
 #> TORCH_INDEX=<url>            an extra pip index for torch==2.13.0+cpu, e.g. https://download.pytorch.org/whl/cpu
 TORCH_INDEX ?=
 #> EXP=<name|glob ...>          experiments from the registry (make list); empty: every one, where a target takes all
@@ -77,9 +79,11 @@ ARGS ?=
 #> BENCH_ARGS='...'             the arguments of make bench-tiny, e.g. '--seeds 42 1 7 --rerun'
 BENCH_ARGS ?=
 
-PY := $(VENV)/bin/python
+$(if $(filter-out venv active,$(PYTHON_ENV)),$(error PYTHON_ENV must be venv or active, got '$(PYTHON_ENV)'))
+PY := $(if $(filter active,$(PYTHON_ENV)),python,$(VENV)/bin/python)
 PIP_INDEX_FLAGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX),)
-STAMP := $(VENV)/.stamp-cpu
+# What every target that runs Python needs first: the CPU environment made (venv), or the active one checked.
+STAMP := $(if $(filter active,$(PYTHON_ENV)),python-env-active,$(VENV)/.stamp-cpu)
 REQS := requirements/cpu-torch.txt requirements/cpu.lock requirements/verl.lock
 LOCK_TARGET := --python-platform x86_64-manylinux_2_28 --generate-hashes --quiet
 
@@ -128,7 +132,7 @@ endef
 
 
 .PHONY: tiny-model heldout solve-rates bench bench-tiny bench-trainer bench-vllm-gemm bench-vllm-lora
-.PHONY: run grid help help-all setup lock test test-record test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity \
+.PHONY: python-env-active run grid help help-all setup lock test test-record test-fast test-grid lint list show sanity-fp16 sanity-bf16 sanity \
 	fp16-comparison octothinker lora moe dense14b ablation fork-ablation eval-precision ladder clean-venv
 
 help: ## Show this help (make help-all: every target)
@@ -148,7 +152,10 @@ help-all: ##- Every target, the shortcuts and tools included
 	@echo "Variables"
 	@sed -n 's/^#> /  /p' $(firstword $(MAKEFILE_LIST))
 
-$(STAMP): $(REQS)
+python-env-active:
+	@$(PY) -c "import torch, verl" 2>/dev/null || { echo "PYTHON_ENV=active: the Python on PATH ($$(command -v $(PY) || echo none)) lacks torch or verl: conda activate precision-rl (environment.yml), or PYTHON_ENV=venv for the CPU environment in $(VENV)" >&2; exit 2; }
+
+$(VENV)/.stamp-cpu: $(REQS)
 	@test -x $(PY) || $(PYTHON_BASE) -m venv $(VENV)
 	$(PY) -m pip install -q --no-deps $(PIP_INDEX_FLAGS) -r requirements/cpu-torch.txt
 	$(PY) -m pip install -q --no-deps --require-hashes -r requirements/cpu.lock -r requirements/verl.lock
@@ -157,10 +164,10 @@ $(STAMP): $(REQS)
 	VERL_PLATFORM=cpu VERL_USE_EXTERNAL_MODULES=precision_rl.verl_ext.plugin $(PY) -c "import torch, vllm, transfer_queue, wrapt, verl.trainer.main_ppo; print('cpu env ok: torch', torch.__version__, 'vllm', vllm.__version__, 'verl', verl.__version__)"
 	@touch $@
 
-setup: $(STAMP) ## Create .venv with the CPU environment from requirements/*.lock (no-op when up to date)
+setup: $(STAMP) ## Create .venv with the CPU environment from requirements/*.lock (no-op when up to date; PYTHON_ENV=active: check the active one)
 
 # The locks: every package at an exact version with its hashes, resolved by uv from requirements/*.in.
-lock: $(STAMP) ##- Regenerate requirements/{cpu,verl,gpu}.lock from requirements/*.in with uv (needs PyPI)
+lock: $(VENV)/.stamp-cpu ##- Regenerate requirements/{cpu,verl,gpu}.lock from requirements/*.in with uv (needs PyPI)
 	$(VENV)/bin/uv pip compile requirements/cpu.in --override requirements/cpu-overrides.txt --python-version 3.11 \
 		$(LOCK_TARGET) -o requirements/cpu.lock
 	$(VENV)/bin/uv pip compile requirements/verl.in --no-deps --python-version 3.11 $(LOCK_TARGET) -o requirements/verl.lock

@@ -13,8 +13,9 @@ from precision_rl.paths import REPO_ROOT
 VENV = Path(sys.executable).parent.parent
 
 
-def make(*args: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PRECISION_RL_RUNS=str(REPO_ROOT / ".cache" / "test-runs-unused"))
+def make(*args: str, **environ: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("CONDA_DEFAULT_ENV", "PYTHON_ENV")}
+    env.update(PRECISION_RL_RUNS=str(REPO_ROOT / ".cache" / "test-runs-unused"), **environ)
     return subprocess.run(["make", "-s", f"VENV={VENV}", *args], cwd=REPO_ROOT, capture_output=True, text=True,
                           env=env, timeout=120)
 
@@ -80,6 +81,7 @@ def test_a_shortcut_says_what_it_runs_and_refuses_another_experiment():
      "make sanity-fp16 runs PRECISION=fp16; for another use make run EXP='sanity/grpo' PRECISION=bf16"),
     (("grid", "GRID=sanity/*"), "GRID is gone: experiments are chosen by EXP=<name or glob>"),
     (("run", "EXP=sanity/gpro", "SCALE=paper", "DRY_RUN=1"), "unknown experiment 'sanity/gpro' (did you mean"),
+    (("setup", "PYTHON_ENV=conda"), "PYTHON_ENV must be venv or active, got 'conda'"),
 ])
 def test_a_wrong_variable_is_one_line_and_a_failure(args, message):
     result = make(*args)
@@ -140,7 +142,7 @@ def test_make_ladder_runs_the_fp16_rollout_then_the_mxfp4_one_and_refuses_other_
 
 
 MAKE_BUILTINS = {"MAKEFILE_LIST", "MAKECMDGOALS", "MAKE", "CURDIR", "SHELL", "PYTHONPATH"}
-ENVIRONMENT_ONLY = {"PRECISION_RL_RUNS"}  # read through RUNS_DIR, whose line names it
+ENVIRONMENT_ONLY = {"PRECISION_RL_RUNS", "CONDA_DEFAULT_ENV"}  # read through RUNS_DIR and PYTHON_ENV, whose lines name them
 RETIRED = {"ALGO", "GRID", "RUN"}  # read only to refuse them in one line
 
 
@@ -199,3 +201,21 @@ def test_runs_dir_is_where_make_run_puts_a_run(tmp_path):
     assert out.returncode == 0, out.stderr
     assert f"VERL_FILE_LOGGER_PATH={tmp_path}/tiny/sanity/grpo/fp16/s42-" in out.stdout
     assert not any(tmp_path.iterdir()), "a dry run writes nothing"
+
+
+def test_inside_the_gpu_conda_environment_make_uses_its_python_and_never_builds_the_cpu_venv(tmp_path):
+    venv_recipe = make("-n", "preflight", "EXP=sanity/grpo", "GPUS=8", "VENV=" + str(tmp_path / "venv")).stdout
+    assert "-m venv" in venv_recipe and f"{tmp_path}/venv/bin/python -m precision_rl preflight" in venv_recipe
+    for how in ({"CONDA_DEFAULT_ENV": "precision-rl"}, {"PYTHON_ENV": "active"}):
+        recipe = make("-n", "preflight", "EXP=sanity/grpo", "GPUS=8", "VENV=" + str(tmp_path / "venv"), **how).stdout
+        assert "-m venv" not in recipe and "pip install" not in recipe, how
+        assert re.search(r"^python -m precision_rl preflight .*--gpus 8", recipe, re.M), recipe
+
+
+def test_an_active_python_without_verl_is_one_line_naming_the_fix(tmp_path):
+    (tmp_path / "python").write_text("#!/bin/sh\nexit 1\n")
+    (tmp_path / "python").chmod(0o755)
+    result = make("setup", PYTHON_ENV="active", PATH=f"{tmp_path}:{os.environ['PATH']}")
+    assert result.returncode != 0
+    lines = _own_lines(result.stderr)
+    assert len(lines) == 1 and "lacks torch or verl: conda activate precision-rl" in lines[0], result.stderr
