@@ -10,8 +10,8 @@ PYTHON_BASE ?= python3.11
 VENV ?= .venv
 #> PYTHON_ENV=venv|active       venv: VENV, made from the CPU locks on first use; active: the Python on PATH as it is (the GPU environment of environment.yml); default: active inside the conda environment precision-rl, else venv
 PYTHON_ENV ?= $(if $(filter precision-rl,$(CONDA_DEFAULT_ENV)),active,venv)
-#> TORCH_INDEX=<url>            an extra pip index for torch==2.13.0+cpu, e.g. https://download.pytorch.org/whl/cpu
-TORCH_INDEX ?=
+#> TORCH_INDEX=<url>            the extra pip index torch==2.13.0+cpu comes from (PyTorch's CPU index; PyPI's Linux torch is the CUDA build); empty: pip's own indexes alone
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 #> EXP=<name|glob ...>          experiments from the registry (make list); empty: every one, where a target takes all
 EXP ?=
 #> PRECISION=fp16|bf16|fp32|train_<f>-infer_<f>  one precision arm (empty: every arm of the experiment)

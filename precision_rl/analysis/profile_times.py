@@ -64,7 +64,8 @@ def section(root: Path, experiment: str = registry.INSTRUMENT_EXPERIMENT) -> str
     rows = profile_rows(root, experiment)
     table = render_table(rows, ["arm", "CPU", f"{QUICK} (steps 1-{quick})", f"{CALIBRATED} (steps 1-{whole})"],
                          markdown=True) if rows else "(no committed run names its CPU)"
-    return (f"`make run EXP={experiment}` per profile, start-up included: the median over the committed runs of each "
+    return (f"Tiny scale (CPU): `make run EXP={experiment}` per profile, start-up included: the median over the "
+            f"committed runs of each "
             f"CPU kind (their first attempt's start-up plus their logged step times; `launch/eta.py`).\n\n{table}")
 
 
