@@ -20,7 +20,7 @@ from pathlib import Path
 import psutil
 
 from precision_rl.launch import runs
-from precision_rl.launch.supervise import GUARDIAN_DONE, ProcessTree, remove_new_shm
+from precision_rl.launch.supervise import GUARDIAN_DONE, RAY_LOGS, ProcessTree, keep_ray_logs, remove_new_shm
 
 POLL_S = 1.0
 KILLED = "killed"
@@ -29,12 +29,17 @@ KILLED_REASON = "the launcher ended without cleaning up (e.g. SIGKILL); the guar
 
 def _clean_up(tree, doc: dict) -> None:
     killed = tree.kill_all()
+    recorded = doc["run_dir"] is not None and (Path(doc["run_dir"]) / runs.MANIFEST).is_file()
+    ray_logs = None
     if doc["ray_dir"]:
+        if recorded:
+            ray_logs = keep_ray_logs(Path(doc["ray_dir"]), Path(doc["run_dir"]) / RAY_LOGS.format(attempt=doc["attempt"]))
         shutil.rmtree(doc["ray_dir"], ignore_errors=True)
     removed = remove_new_shm(set(doc["shm_before"]))
-    if doc["run_dir"] is not None and (Path(doc["run_dir"]) / runs.MANIFEST).is_file():
+    if recorded:
         runs.update_attempt(Path(doc["run_dir"]), doc["attempt"], status=KILLED, reason=KILLED_REASON,
-                            ended=runs.utc_stamp(), cleanup={"processes": killed, "shm": removed})
+                            ended=runs.utc_stamp(), cleanup={"processes": killed, "shm": removed},
+                            **({"ray_logs": ray_logs.name} if ray_logs else {}))
 
 
 def _read(fd: int, timeout: float) -> bytes | None:

@@ -17,6 +17,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from precision_rl.config.precision import PrecisionArm
 from precision_rl.config.profiles import DEFAULT_PROFILE, Profile, profile_for
@@ -41,6 +42,9 @@ from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K3
 from precision_rl.paths import DATA_ENV, REPO_ROOT, cache_root, committed_run_roots, data_root, runs_root
 from precision_rl.tiny.data import instrument_record
 from precision_rl.verl_ext.cpu.overrides import cpu_platform_env, cpu_platform_overrides
+
+if TYPE_CHECKING:
+    from precision_rl.launch.supervise import Outcome
 
 LOGGER_CHOICES = ("console", "file", "wandb", "tensorboard", "mlflow", "swanlab")
 # Seconds without a new metrics line after which a run is stopped and recorded as failed (0 turns it off). The
@@ -413,6 +417,10 @@ def begin_attempt(plan: RunPlan) -> None:
     runs.write_manifest(plan.run_dir, doc)
 
 
+def _ray_logs_field(outcome: Outcome) -> dict:
+    return {"ray_logs": outcome.ray_logs.name} if outcome.ray_logs else {}
+
+
 def finish_attempt(plan: RunPlan, status: str, exit_code: int | None, **fields) -> None:
     """Record the attempt's end, status, exit code (and any ``fields``) in the manifest."""
     runs.update_attempt(plan.run_dir, plan.attempt, status=status, exit_status=exit_code, ended=runs.utc_stamp(),
@@ -501,7 +509,8 @@ def execute(plan: RunPlan) -> int:
     except InterruptedRun as stop:
         record = stop.outcome
         finish_attempt(plan, "interrupted", record.exit_code, reason=record.reason,
-                       peak_memory_gib=record.peak_memory_gib, cleanup=record.leftovers_removed)
+                       peak_memory_gib=record.peak_memory_gib, cleanup=record.leftovers_removed,
+                       **_ray_logs_field(record))
         point = resume_point(plan.run_dir / runs.CHECKPOINTS_DIR, runs.last_logged_step(plan.run_dir))
         print(f"{plan.name}: interrupted; {point.describe(plan.run_dir)}", file=sys.stderr)
         raise
@@ -511,8 +520,11 @@ def execute(plan: RunPlan) -> int:
         raise
     finish_attempt(plan, outcome.status, outcome.exit_code, reason=outcome.reason,
                    peak_memory_gib=outcome.peak_memory_gib, wall_s=round(time.time() - started, 1),
-                   cleanup=outcome.leftovers_removed)
+                   cleanup=outcome.leftovers_removed, **_ray_logs_field(outcome))
     if outcome.status != runs.FINISHED:
+        if outcome.ray_logs:
+            print(f"{plan.name}: Ray's logs of this attempt (every worker's output): {outcome.ray_logs}",
+                  file=sys.stderr)
         print(f"error: {plan.name} failed ({plan.run_dir}): {outcome.reason}", file=sys.stderr)
         return outcome.exit_code if outcome.exit_code and outcome.exit_code > 0 else 1
     print(f"{plan.name}: finished in {time.time() - started:.0f} s ({outcome.steps_logged} metric lines); "

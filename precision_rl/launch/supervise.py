@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -40,6 +41,25 @@ _ERROR_LINE = re.compile(r"\b\w*(?:Error|Exception|Interrupt)\b\s*:")
 # vllm/v1/executor/multiproc_executor.py, WorkerProc.wait_for_ready). The traceback printed before the first of
 # them holds the cause.
 _POINTERS_TO_ROOT_CAUSE = ("root cause above", "See stack trace for root cause")
+# Where an attempt that did not finish keeps Ray's session logs (every Ray worker's stdout and stderr, vLLM's engine
+# processes included, and the raylet's record of a worker that died without a traceback, e.g. killed for memory).
+RAY_LOGS = "ray-logs-attempt{attempt}.tar.gz"
+
+
+def keep_ray_logs(ray_temp_dir: Path, dest: Path) -> Path | None:
+    """Archive the logs of every Ray session under ``ray_temp_dir`` into ``dest`` (tar.gz, one folder per session);
+    return ``dest``, or None where there are no logs or they cannot be written (the run's own outcome matters more)."""
+    sessions = sorted(p for p in Path(ray_temp_dir).glob("ray/session_*/logs") if p.is_dir())
+    if not sessions or dest.exists():
+        return None
+    try:
+        with tarfile.open(dest, "w:gz") as tar:
+            for logs in sessions:
+                tar.add(logs, arcname=f"{logs.parent.name}/logs")
+    except OSError:
+        dest.unlink(missing_ok=True)
+        return None
+    return dest
 
 
 @dataclass
@@ -52,6 +72,7 @@ class Outcome:
     peak_memory_gib: float | None = None
     steps_logged: int = 0
     leftovers_removed: dict = field(default_factory=dict)
+    ray_logs: Path | None = None  # the archive of Ray's logs, kept where the attempt did not finish
 
 
 @dataclass
@@ -390,7 +411,10 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
             bar.close()
         killed = tree.kill_all() if tree is not None else 0
         killed += _kill_unheld_children(children_before, {p.pid for p in (proc, guardian) if p is not None})
+        ray_logs = None
         if ray_temp_dir is not None:
+            if run_dir is not None and (status is not None or code != 0):
+                ray_logs = keep_ray_logs(ray_temp_dir, run_dir / RAY_LOGS.format(attempt=attempt or 0))
             shutil.rmtree(ray_temp_dir, ignore_errors=True)
         removed_shm = remove_new_shm(shm_before)
         if guardian is not None:
@@ -401,7 +425,7 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
         if code != 0:
             reason = failing_line(tail) or f"verl exited with code {code}"
     outcome = Outcome(status, code, reason, round(peak, 2) if peak else None, progress.lines,
-                      {"processes": killed, "shm": removed_shm})
+                      {"processes": killed, "shm": removed_shm}, ray_logs)
     if interrupted:
         raise InterruptedRun(outcome)
     return outcome

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 from pathlib import Path
@@ -98,6 +99,9 @@ def _fake_verl(plan, body: str):
     return plan
 
 
+# What Ray would leave in a session's logs (the stand-ins run with the attempt's own RAY_TMPDIR).
+RAY_SESSION_LOG = ("import os; d = os.path.join(os.environ['RAY_TMPDIR'], 'ray', 'session_1', 'logs'); "
+                   "os.makedirs(d); open(os.path.join(d, 'worker-1.err'), 'w').write('EngineCore killed\\n'); ")
 FAKE = ("import json, os, sys; p = os.environ['VERL_FILE_LOGGER_PATH']; "
         "open(p, 'w').write(json.dumps({'step': 1, 'data': {'critic/score/mean': 0.5}}) + '\\n'); "
         "print('step:1'); sys.exit(CODE)")
@@ -113,9 +117,11 @@ def _data_files(isolated, spec):
 def test_a_run_records_manifest_log_and_metrics(isolated):
     spec = load_experiment("sanity/grpo")
     _data_files(isolated, spec)
-    plan = _fake_verl(launch.plan_run(spec, spec.arm("fp16"), PAPER, launch.RunOptions(seed=3)), FAKE.replace("CODE", "0"))
+    plan = _fake_verl(launch.plan_run(spec, spec.arm("fp16"), PAPER, launch.RunOptions(seed=3)),
+                      RAY_SESSION_LOG + FAKE.replace("CODE", "0"))
     assert launch.execute(plan) == 0
     run_dir = plan.run_dir
+    assert not list(run_dir.glob("ray-logs-*")) and not plan.ray_temp_dir.exists()  # a finished run keeps none
     assert run_dir.parent == isolated / "runs" / "paper" / "sanity" / "grpo" / "fp16" and run_dir.name.startswith("s3-")
     manifest = runs.read_manifest(run_dir)
     assert manifest["status"] == "finished" and manifest["attempts"][0]["exit_status"] == 0
@@ -209,13 +215,18 @@ def _paper_plan(isolated, **options):
     return launch.plan_run(spec, spec.arm("bf16"), PAPER, launch.RunOptions(**options))
 
 
-def test_a_failed_run_names_its_directory_and_the_failing_line(isolated, capsys):
-    plan = _fake_verl(_paper_plan(isolated), FAIL)
+def test_a_failed_run_names_its_directory_and_the_failing_line_and_keeps_ray_s_logs(isolated, capsys):
+    plan = _fake_verl(_paper_plan(isolated), RAY_SESSION_LOG + FAIL)
     assert launch.execute(plan) == 3
-    err = capsys.readouterr().err.strip().splitlines()[-1]
+    kept, err = capsys.readouterr().err.strip().splitlines()[-2:]
     assert err == f"error: {plan.name} failed ({plan.run_dir}): ValueError: the model is broken"
+    archive = plan.run_dir / "ray-logs-attempt0.tar.gz"
+    assert kept == f"{plan.name}: Ray's logs of this attempt (every worker's output): {archive}"
+    with tarfile.open(archive) as tar:
+        assert tar.extractfile("session_1/logs/worker-1.err").read() == b"EngineCore killed\n"
     attempt = runs.read_manifest(plan.run_dir)["attempts"][0]
-    assert attempt["status"] == "failed" and attempt["exit_status"] == 3
+    assert attempt["status"] == "failed" and attempt["exit_status"] == 3 and attempt["ray_logs"] == archive.name
+    assert not plan.ray_temp_dir.exists()
 
 
 def test_the_watchdog_stops_a_run_without_progress(isolated, capsys):
@@ -323,7 +334,7 @@ def test_a_rollout_that_cannot_fit_is_refused_before_verl_starts(isolated):
 
 # A stand-in for verl that leaves what a real run leaves outside its directory: a shared-memory segment and a file in
 # its temp folder; then it hangs.
-LEAVES = ("import os, time; open(f'/dev/shm/prl-test-{os.getpid()}', 'w').write('x'); "
+LEAVES = (RAY_SESSION_LOG + "import os, time; open(f'/dev/shm/prl-test-{os.getpid()}', 'w').write('x'); "
           "open(os.path.join(os.environ['TMPDIR'], 'leftover'), 'w').write('x'); print('started', flush=True); "
           "time.sleep(600)")
 LAUNCHER = """
@@ -370,6 +381,8 @@ def test_a_killed_launcher_is_cleaned_up_by_its_guardian(isolated):
     attempt = runs.read_manifest(run_dir)["attempts"][0]
     assert attempt["reason"].startswith("the launcher ended without cleaning up")
     assert not verl[0].is_running() and not os.path.exists(shm) and not temp.exists()
+    with tarfile.open(run_dir / attempt["ray_logs"]) as tar:
+        assert "session_1/logs/worker-1.err" in tar.getnames()
 
 
 def test_resume_refuses_a_run_that_is_still_running(isolated):
