@@ -65,8 +65,8 @@ def section(root: Path, experiment: str = registry.INSTRUMENT_EXPERIMENT) -> str
     table = render_table(rows, ["arm", "CPU", f"{QUICK} (steps 1-{quick})", f"{CALIBRATED} (steps 1-{whole})"],
                          markdown=True) if rows else "(no committed run names its CPU)"
     return (f"Tiny scale (CPU): `make run EXP={experiment}` per profile, start-up included: the median over the "
-            f"committed runs of each "
-            f"CPU kind (their first attempt's start-up plus their logged step times; `launch/eta.py`).\n\n{table}")
+            "committed runs of each CPU kind (their first attempt's start-up plus their logged step times; "
+            f"`launch/eta.py`).\n\n{table}")
 
 
 def main(argv: list[str] | None = None) -> int:
