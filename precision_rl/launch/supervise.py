@@ -404,7 +404,7 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
             _stop(proc)
     finally:
         code = proc.wait() if proc is not None else None
-        if reader is not None:
+        if reader is not None and reader.is_alive():  # an interrupt may land before it started
             reader.join(timeout=10)
         progress.poll()
         if bar is not None:

@@ -324,6 +324,25 @@ def test_an_interrupt_inside_verls_popen_after_the_fork_leaves_no_process(isolat
     assert not _running(_hang(plan))
 
 
+def test_an_interrupt_before_the_output_reader_starts_is_recorded_and_leaves_no_process(isolated, monkeypatch):
+    plan = _paper_plan(isolated)
+    _fake_verl(plan, _hang(plan))
+
+    from precision_rl.launch import supervise
+
+    class InterruptedBeforeTheReaderStarts(threading.Thread):
+        def start(self):
+            if getattr(self._target, "__name__", "") == "copy_output":
+                raise KeyboardInterrupt
+            super().start()
+
+    monkeypatch.setattr(supervise.threading, "Thread", InterruptedBeforeTheReaderStarts)
+    with pytest.raises(KeyboardInterrupt):
+        launch.execute(plan)
+    assert runs.read_manifest(plan.run_dir)["status"] == "interrupted"
+    assert not _running(_hang(plan))
+
+
 def test_a_rollout_that_cannot_fit_is_refused_before_verl_starts(isolated):
     spec = load_experiment("sanity/grpo", "tiny")
     plan = launch.plan_run(spec, spec.arm("bf16"), TINY, launch.RunOptions(extra=(
