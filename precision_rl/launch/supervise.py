@@ -147,15 +147,34 @@ def _held_shm_names() -> set[str]:
     return held
 
 
+def _held_shm_inodes() -> set[int]:
+    """Return the inodes of the /dev/shm files some live process maps. glibc's ``sem_open`` creates a named semaphore
+    under a temporary name, maps it, then links it to its own name, so the mapping shows the temporary name and only
+    the inode ties it to ``sem.<name>`` (a neighbouring run's vLLM semaphore, still to be opened by its spawned child)."""
+    inodes: set[int] = set()
+    for maps in Path("/proc").glob("[0-9]*/maps"):
+        try:
+            lines = maps.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[5].startswith(str(SHM_DIR) + "/"):
+                inodes.add(int(fields[4]))
+    return inodes
+
+
 def remove_new_shm(before: set[str]) -> list[str]:
     """Remove the /dev/shm entries created since ``before`` that no live process holds; return their names."""
     fresh = _shm_entries() - before
     if not fresh:
         return []
-    held = _held_shm_names()
+    held, held_inodes = _held_shm_names(), _held_shm_inodes()
     removed = []
     for name in sorted(fresh - held):
         try:
+            if (SHM_DIR / name).stat().st_ino in held_inodes:
+                continue
             (SHM_DIR / name).unlink()
             removed.append(name)
         except OSError:

@@ -514,3 +514,19 @@ def test_a_failed_engine_start_names_its_root_cause_not_only_vllm_s_pointer_to_i
                                          "Exception: WorkerProc initialization failed due to an exception in a "
                                          "background process. See stack trace for root cause.)")
     assert failing_line(["ValueError: the model is broken", "done"]) == "ValueError: the model is broken"
+
+
+def test_cleanup_keeps_a_live_named_semaphore_of_another_run():
+    """A spawn-context lock (as vLLM hands its engine processes) lives in /dev/shm under glibc's sem.<name> while its
+    creator maps it under a temporary name: a run ending beside it must not remove it."""
+    import multiprocessing
+
+    from precision_rl.launch.supervise import SHM_DIR, remove_new_shm
+
+    before = {p.name for p in SHM_DIR.iterdir()}
+    lock = multiprocessing.get_context("spawn").Lock()
+    name = "sem." + lock._semlock.name.lstrip("/")
+    assert (SHM_DIR / name).exists()
+    assert name not in remove_new_shm(before)
+    assert (SHM_DIR / name).exists()
+    del lock
