@@ -131,36 +131,32 @@ def _shm_entries() -> set[str]:
         return set()
 
 
-def _held_shm_names() -> set[str]:
-    """Return the /dev/shm names some live process has open or mapped."""
-    held: set[str] = set()
-    for proc in psutil.process_iter(["pid"]):
-        try:
-            for entry in proc.memory_maps(grouped=False):
-                if entry.path.startswith(str(SHM_DIR) + "/"):
-                    held.add(Path(entry.path).name)
-            for handle in proc.open_files():
-                if handle.path.startswith(str(SHM_DIR) + "/"):
-                    held.add(Path(handle.path).name)
-        except (psutil.Error, OSError):
-            continue
-    return held
-
-
 def _held_shm_inodes() -> set[int]:
-    """Return the inodes of the /dev/shm files some live process maps. glibc's ``sem_open`` creates a named semaphore
-    under a temporary name, maps it, then links it to its own name, so the mapping shows the temporary name and only
-    the inode ties it to ``sem.<name>`` (a neighbouring run's vLLM semaphore, still to be opened by its spawned child)."""
+    """Return the inodes of the /dev/shm files some live process maps or holds open. Inodes, not names: glibc's
+    ``sem_open`` creates a named semaphore under a temporary name, maps it, then links it to its own name, so the
+    mapping shows the temporary name and only the inode ties it to ``sem.<name>`` (a neighbouring run's vLLM
+    semaphore, still to be opened by its spawned child)."""
+    prefix = str(SHM_DIR) + "/"
     inodes: set[int] = set()
-    for maps in Path("/proc").glob("[0-9]*/maps"):
+    for proc_dir in Path("/proc").glob("[0-9]*"):
         try:
-            lines = maps.read_text().splitlines()
+            lines = (proc_dir / "maps").read_text().splitlines()
         except OSError:
-            continue
+            lines = []
         for line in lines:
             fields = line.split(maxsplit=5)
-            if len(fields) == 6 and fields[5].startswith(str(SHM_DIR) + "/"):
+            if len(fields) == 6 and fields[5].startswith(prefix):
                 inodes.add(int(fields[4]))
+        try:
+            handles = list((proc_dir / "fd").iterdir())
+        except OSError:
+            continue
+        for handle in handles:
+            try:
+                if os.readlink(handle).startswith(prefix):
+                    inodes.add(handle.stat().st_ino)
+            except OSError:
+                continue
     return inodes
 
 
@@ -169,9 +165,9 @@ def remove_new_shm(before: set[str]) -> list[str]:
     fresh = _shm_entries() - before
     if not fresh:
         return []
-    held, held_inodes = _held_shm_names(), _held_shm_inodes()
+    held_inodes = _held_shm_inodes()
     removed = []
-    for name in sorted(fresh - held):
+    for name in sorted(fresh):
         try:
             if (SHM_DIR / name).stat().st_ino in held_inodes:
                 continue

@@ -530,3 +530,32 @@ def test_cleanup_keeps_a_live_named_semaphore_of_another_run():
     assert name not in remove_new_shm(before)
     assert (SHM_DIR / name).exists()
     del lock
+
+
+def test_cleanup_removes_only_the_new_shm_entries_no_live_process_holds(tmp_path):
+    """An entry held open by a descriptor or by a mapping survives; an entry nobody holds is removed."""
+    import mmap
+    import uuid
+
+    from precision_rl.launch.supervise import SHM_DIR, remove_new_shm
+
+    before = {p.name for p in SHM_DIR.iterdir()}
+    tag = uuid.uuid4().hex[:8]
+    opened, mapped, orphan = (SHM_DIR / f"precision-rl-test-{kind}-{tag}" for kind in ("open", "mapped", "orphan"))
+    for path in (opened, mapped, orphan):
+        path.write_bytes(b"\0" * mmap.PAGESIZE)
+    holder = subprocess.Popen(  # another process, as a neighbouring run's engine would be
+        [sys.executable, "-c", "import mmap, sys, time; f = open(sys.argv[1], 'rb'); g = open(sys.argv[2], 'r+b'); "
+         "m = mmap.mmap(g.fileno(), 0); g.close(); print('ready', flush=True); time.sleep(60)",
+         str(opened), str(mapped)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        removed = remove_new_shm(before)
+        assert orphan.name in removed and not orphan.exists()
+        assert opened.name not in removed and opened.exists()
+        assert mapped.name not in removed and mapped.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+        for path in (opened, mapped, orphan):
+            path.unlink(missing_ok=True)
