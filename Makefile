@@ -218,12 +218,12 @@ sanity-fp16: $(STAMP) ## The paper's sanity test in FP16 = make run EXP=sanity/g
 sanity-bf16: $(STAMP) ##- The paper's sanity test in BF16 = make run EXP=sanity/grpo PRECISION=bf16
 	$(call SHORTCUT,sanity/grpo,bf16)
 
-ladder: $(STAMP) ##- The mismatch ladder's telling pair on SEED: FP16 training with its rollout in FP16, then in MXFP4, and the ladder figure
-	@$(if $(EXP)$(PRECISION),echo "make ladder runs sanity/grpo fp16 and ladder/grpo train_fp16-infer_fp4_e2m1; for other rungs use make run EXP=ladder/grpo PRECISION=..." >&2; exit 2)
-	@echo "make ladder = make run EXP=sanity/grpo PRECISION=fp16; make run EXP=ladder/grpo PRECISION=train_fp16-infer_fp4_e2m1 (PROFILE=$(PROFILE), SEED=$(SEED))" >&2
-	@$(LAUNCH) 'sanity/grpo' --precision fp16
-	@$(LAUNCH) 'ladder/grpo' --precision train_fp16-infer_fp4_e2m1
-	@$(if $(filter 1 true yes,$(DRY_RUN)),,$(MAKE) -s $(LOCAL_OUT)/figures/tiny/effect_mismatch_ladder.png)
+ladder: $(STAMP) ##- The mismatch ladder's telling pair on SEED: PG-Seq-IS at the synthetic dose sigma = 3, then its control, and their figure
+	@$(if $(EXP)$(PRECISION),echo "make ladder runs ladder/synthetic_s3_pg_seq_is and its control; for other rungs use make run EXP=ladder/..." >&2; exit 2)
+	@echo "make ladder = make run EXP=ladder/synthetic_s3_pg_seq_is; make run EXP=ladder/synthetic_s3_pg_seq_is_control (PROFILE=$(PROFILE), SEED=$(SEED))" >&2
+	@$(LAUNCH) 'ladder/synthetic_s3_pg_seq_is'
+	@$(LAUNCH) 'ladder/synthetic_s3_pg_seq_is_control'
+	@$(if $(filter 1 true yes,$(DRY_RUN)),,$(MAKE) -s $(LOCAL_OUT)/figures/tiny/effect_ladder_pg_seq_is.png)
 
 sanity: $(STAMP) ##- Every sanity experiment x arm (Fig. 1/2 a-f, Fig. 3) = make run EXP='sanity/*'
 	$(call SHORTCUT,sanity/*)

@@ -129,16 +129,15 @@ def test_targets_that_read_runs_take_profile_only_when_it_is_given():
     assert "--profile quick" in recipe("figures")
 
 
-def test_make_ladder_runs_the_fp16_rollout_then_the_mxfp4_one_and_refuses_other_choices():
+def test_make_ladder_runs_pg_seq_is_at_sigma_3_then_its_control_and_refuses_other_choices():
     result = make("ladder", "SCALE=tiny", "DRY_RUN=1", "SEED=7")
     assert result.returncode == 0, result.stderr
     names = re.findall(r"trainer\.experiment_name=(\S+)", result.stdout)
-    assert names == ["sanity.grpo-fp16-s7", "ladder.grpo-train_fp16-infer_fp4_e2m1-s7"]
-    assert "PRECISION_RL_ROLLOUT_FORMAT=fp4_e2m1" in result.stdout
+    assert names == ["ladder.synthetic_s3_pg_seq_is-fp16-s7", "ladder.synthetic_s3_pg_seq_is_control-fp16-s7"]
     refused = make("ladder", "PRECISION=bf16", "DRY_RUN=1")
-    assert refused.returncode == 2 and "make ladder runs sanity/grpo fp16 and ladder/grpo" in refused.stderr
+    assert refused.returncode == 2 and "make ladder runs ladder/synthetic_s3_pg_seq_is and its control" in refused.stderr
     paper = make("ladder", "SCALE=paper", "DRY_RUN=1")
-    assert paper.returncode != 0 and "rollout format fp4_e2m1 runs at tiny scale only" in paper.stderr
+    assert paper.returncode != 0 and "tiny scale only" in paper.stderr
 
 
 MAKE_BUILTINS = {"MAKEFILE_LIST", "MAKECMDGOALS", "MAKE", "CURDIR", "SHELL", "PYTHONPATH"}

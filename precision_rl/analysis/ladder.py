@@ -227,11 +227,12 @@ OUTCOMES = (("final_reward", "Final training reward (trailing mean)"), ("heldout
 
 def build_mismatch_ladder(data, scale: str, ladder: Ladder = LADDERS["effect_mismatch_ladder"]):
     """Return the dose–response figure of ``ladder``: each outcome against the per-sequence KL[μ‖π] the run logged
-    (log x, one point per run, a rung's min–max as bars, the paper's FP16 and BF16 levels as vertical lines), and the
-    rungs' reward curves; the verdict under the legend, and in each panel why a rung drew nothing."""
+    (log x, one point per run, a rung's min–max as bars, the paper's FP16 and BF16 levels as vertical lines), the
+    rungs' dose per step and their reward curves; the verdict under the legend, and in each panel why a rung drew
+    nothing."""
     arms = ladder_arms(data, scale, ladder.panel)
     rungs = ladder_rungs(data, scale, arms)
-    fig, axes = P.new_figure(1, len(OUTCOMES) + 1, panel_size=(3.0, 2.4))
+    fig, axes = P.new_figure(1, len(OUTCOMES) + 2, panel_size=(2.9, 2.4))
     colors = plt.get_cmap("viridis")(np.linspace(0, 0.9, max(len(rungs), 1)))
     for ax, (field, title) in zip(axes[0], OUTCOMES, strict=False):
         ax.set_title(title)
@@ -262,10 +263,21 @@ def build_mismatch_ladder(data, scale: str, ladder: Ladder = LADDERS["effect_mis
             ax.annotate(f"paper {P.PRECISION_NAMES[name]}", (level, 1.0), xycoords=("data", "axes fraction"),
                         fontsize=6, rotation=90, va="top", ha="right", color="0.3")
         finish_panel(ax, arms, seeds, scale, f"{M.SEQUENCE_KL_K3} and {title.lower()}", legend_has_seeds=True)
+    styles = ["--" if rung.control else "-" for rung in rungs]  # a control dashed beside its rung's solid line
+    dose_ax = axes[0, -2]
+    dose_ax.set_title("Dose per step")
+    dose_ax.set_xlabel("Training steps")
+    dose_ax.set_ylabel("KL[μ‖π] per sequence (k3)")
+    dose_ax.set_yscale("log")
+    doses = [P.draw_training_curve(dose_ax, [kl for kl, _ in (run_sequence_kl(data, scale, run) for run in arm.finished)
+                                             if kl is not None], color, arm.label, linestyle=style)
+             for arm, color, style in zip(arms, colors, styles, strict=True)]
+    for name, level in M.PAPER_SEQUENCE_KL.items():
+        dose_ax.axhline(level, color="0.4", linestyle=":" if name == "fp16" else "--", linewidth=1)
+    finish_panel(dose_ax, arms, doses, scale, M.SEQUENCE_KL_K3, legend_has_seeds=True)
     curves_ax = axes[0, -1]
     curves_ax.set_title("Training reward per rung")
     curves_ax.set_xlabel("Training steps")
-    styles = ["--" if rung.control else "-" for rung in rungs]  # a control dashed beside its rung's solid line
     seeds = [P.draw_training_curve(curves_ax, data.curves(scale, list(arm.finished), M.REWARD_Q), color, arm.label,
                                    linestyle=style)
              for arm, color, style in zip(arms, colors, styles, strict=True)]
@@ -278,7 +290,7 @@ def build_mismatch_ladder(data, scale: str, ladder: Ladder = LADDERS["effect_mis
     P.add_caption(fig, ladder.title, scale,
                   f"{ladder.rungs_note} x: the median over a run's steps of {M.SEQUENCE_KL_K3}; vertical lines: "
                   "the paper's Fig. 5 levels "
-                  "(R1-Distill-Qwen-1.5B, 0.32 FP16, 7.64 BF16). Points: runs; bars: a rung's min–max over seeds. "
+                  "(R1-Distill-Qwen-1.5B, 0.32 FP16, 7.64 BF16), horizontal in the dose-per-step panel. Points: runs; bars: a rung's min–max over seeds. "
                   "Synthetic rungs add seeded Gaussian noise σ to the rollout's logits "
                   "(docs/sources.md#e18-synthetic-mismatch); their controls (hollow points, dashed curves) add it to the trainer's too: the "
                   "same worse sampler, no mismatch. Squares: runs logged before the per-sequence KL was, "

@@ -163,3 +163,15 @@ def test_pg_seq_is_has_its_own_ladder_of_its_sanity_arm_and_its_noised_rungs_bes
     texts = " ".join(t.get_text() for t in fig.texts)
     assert "against each strength's control" in texts and "degrades against its control from" in texts
     assert fig._suptitle.get_text().startswith(ladder.title)
+
+
+def test_the_ladder_figure_draws_each_rung_s_dose_per_step_on_a_log_scale(tmp_path):
+    rising = [{"step": s, "data": {M.REWARD: 0.7, M.SEQUENCE_KL_K3: 0.1 * s, M.PROBS_DIFF_ABS_MAX: 0.1}}
+              for s in range(1, 26)]
+    write_run(tmp_path, "tiny", "ladder/grpo", "train_fp16-infer_fp4_e2m1", 42, [rising], manifest=QUICK)
+    quick = F.FigureData(logs.load_runs([tmp_path], progress=False), tmp_path / "mismatch").with_profile("quick")
+    dose = F.build_mismatch_ladder(quick, "tiny").axes[-2]
+    assert dose.get_title() == "Dose per step" and dose.get_yscale() == "log"
+    raw = [line for line in dose.get_lines() if len(line.get_xdata()) == 25]
+    assert raw and list(raw[0].get_ydata()) == pytest.approx([0.1 * s for s in range(1, 26)])
+    assert sorted(line.get_ydata()[0] for line in dose.get_lines() if len(line.get_xdata()) == 2) == [0.32, 7.64]

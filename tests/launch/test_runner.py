@@ -559,3 +559,18 @@ def test_cleanup_removes_only_the_new_shm_entries_no_live_process_holds(tmp_path
         holder.wait()
         for path in (opened, mapped, orphan):
             path.unlink(missing_ok=True)
+
+
+def test_an_fp4_rollout_on_a_layer_its_block_does_not_divide_is_refused_before_launch_naming_the_layer(tmp_path):
+    from precision_rl.config.precision import parse_arm
+    from precision_rl.errors import UserError
+
+    fp4, fp8 = parse_arm("train_fp16-infer_fp4_e2m1"), parse_arm("train_fp16-infer_fp8_e4m3")
+    launch.check_rollout_widths(fp4, SHIPPED_DIR)  # the shipped model's widths are multiples of 32
+    config = json.loads((SHIPPED_DIR / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "intermediate_size": 70}))
+    with pytest.raises(UserError, match=r"fp4_e2m1 quantizes in blocks of 32 .* 70-wide input of down_proj") as err:
+        launch.check_rollout_widths(fp4, tmp_path)
+    assert "\n" not in str(err.value)
+    launch.check_rollout_widths(fp8, tmp_path)  # FP8's 128-wide blocks may end short: no refusal
+    launch.check_rollout_widths(parse_arm("fp16"), tmp_path)
