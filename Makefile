@@ -385,7 +385,7 @@ bench-analysis: | $(STAMP) ##- Benchmark: 1,000,000 synthetic metric values -> t
 MISMATCH_FLAGS = --dtypes '$(DTYPES)' --pairs '$(PAIRS)' $(if $(MODEL),--model '$(MODEL)') \
 	$(if $(DATA),--data '$(DATA)') $(if $(N),--n $(N)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS)) \
 	$(if $(filter 1 true yes,$(OVERWRITE)),--overwrite)
-.PHONY: mismatch mismatch-length mismatch-width mismatch-long bench-mismatch
+.PHONY: mismatch mismatch-length mismatch-width mismatch-long mismatch-formats bench-mismatch
 
 mismatch: $(STAMP) ## Offline mismatch (Fig. 5): vLLM mu vs HF pi per dtype [MODEL=...] -> runs/mismatch/
 	@out=$$(VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl mismatch $(MISMATCH_FLAGS)) && \
@@ -401,6 +401,9 @@ mismatch-width: $(STAMP) ##- Effect study: mismatch of tiny models 128/256/384 w
 
 mismatch-long: $(STAMP) ##- Effect study: mismatch at natural lengths of a tiny model trained on 2-24-operation chains (SFT-built, cached) -> runs/mismatch/tiny-long/
 	$(PY) -m precision_rl.mismatch.long_answers
+
+mismatch-formats: $(STAMP) ##- The mismatch ladder's real rungs offline: the shipped model per rollout format, 512 answers each [ARGS=--redo] -> runs/mismatch/ladder-formats/
+	$(PY) -m precision_rl.mismatch.formats $(ARGS)
 
 synthetic-dose: $(STAMP) ##- Study: the per-sequence KL[mu||pi] each synthetic logit-noise strength carries on the tiny sanity set [ARGS='--sigmas 1,2,3 --out FILE'] -> runs/mismatch/
 	$(PY) -m precision_rl.mismatch.synthetic_dose $(ARGS)

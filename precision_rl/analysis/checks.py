@@ -448,7 +448,8 @@ def _step_band(index: SeriesIndex, run: dict, peers: list[tuple[dict, SeriesInde
     runs of its configuration and arm at the same steps: their min–max widened by ``BAND_TOLERANCE``. The run passes
     when no more of its points fall outside than the committed seeds' own, each against the others' band (so a new
     seed, another draw, passes as often as a committed one would); with fewer than two committed seeds every point
-    must lie inside. None where no committed run logged any of the run's steps."""
+    of a rerun of that seed must lie inside, and another seed is not judged (one curve is no band: "skip", with how
+    far the run lies from it). None where no committed run logged any of the run's steps."""
     name, scale = str(run["run"]), str(run["scale"])
     logged = index.logged(scale, name)
     metrics = [M.REWARD] + [M.val_metric(logged, source) for source in M.val_data_sources(logged)]
@@ -480,6 +481,11 @@ def _step_band(index: SeriesIndex, run: dict, peers: list[tuple[dict, SeriesInde
     if own:
         note += f"; the committed seeds, each against the others, up to {allowed:.0%}"
     listed = f": {'; '.join(outside[:5])}{'; ...' if len(outside) > 5 else ''}" if outside else ""
+    if len(seeds) < 2 and int(run["seed"]) not in seeds:
+        return CheckResult(name, scale, "regression/band", "skip", float(len(outside)), "two committed seeds",
+                           f"no band: one committed seed ({seeds[0]}), and seed {int(run['seed'])} is another draw "
+                           f"({len(outside)} of {checked} point(s) off its curve by more than {BAND_TOLERANCE:g}); "
+                           "publish a second seed for a band")
     ok = len(outside) / checked <= allowed
     return CheckResult(name, scale, "regression/band", "pass" if ok else "fail", float(len(outside)),
                        f"<= {allowed:.0%} of points outside", note + listed)

@@ -41,7 +41,7 @@ def _verdict(results: list[CheckResult]) -> str:
     if band is None:
         parts.append(NO_BAND)
     else:
-        parts.append(f"band {band.status.upper()} ({band.note.split(': ', 1)[-1] if band.status == 'fail' else band.note})")
+        parts.append(f"band {band.status.upper()} ({band.note})")
     for rule in ("regression/repeat", "regression/drift"):
         if rule in rules:
             result = rules[rule]

@@ -164,10 +164,17 @@ def cmd_figures(args) -> int:
 
 def cmd_tables(args) -> int:
     """Write results/summary.{csv,md}, results/paper_comparison.{csv,md}, results/inference_precision.{csv,md} (Table
-    2), results/precision_pairs.{csv,md}, results/grid_progress.{csv,md} and results/mismatch_width.{csv,md} (from the
-    --mismatch folders), print the first two Markdown tables, rewrite the results and grid blocks of --readme when
-    given; return 0."""
-    from precision_rl.analysis import inference_table, mismatch_scaling, pairs, paper_compare, progress
+    2), results/precision_pairs.{csv,md}, results/grid_progress.{csv,md}, results/mismatch_width.{csv,md} and
+    results/mismatch_formats.{csv,md} (from the --mismatch folders), print the first two Markdown tables, rewrite the
+    results, grid and ladder-formats blocks of --readme when given; return 0."""
+    from precision_rl.analysis import (
+        inference_table,
+        mismatch_formats,
+        mismatch_scaling,
+        pairs,
+        paper_compare,
+        progress,
+    )
     from precision_rl.analysis.readme_blocks import README_SCALE, update_readme
     from precision_rl.analysis.tables import summarize, to_markdown, write_summary
 
@@ -182,8 +189,11 @@ def cmd_tables(args) -> int:
                *inference_table.write_inference_table(inference_table.inference_table(table), out),
                *pairs.write_pairs(paired, out), *progress.write_progress(grid, out),
                *mismatch_scaling.write_width(mismatch_scaling.width_table(_mismatch_dirs(args)), out)]
+    formats = mismatch_formats.formats_table(_mismatch_dirs(args))
+    written += mismatch_formats.write_formats(formats, out)
     blocks = [(pairs.README_BLOCK, pairs.scale_section(paired, README_SCALE)),
-              (progress.README_BLOCK, progress.scale_section(grid, README_SCALE))]
+              (progress.README_BLOCK, progress.scale_section(grid, README_SCALE)),
+              (mismatch_formats.README_BLOCK, mismatch_formats.formats_markdown_table(formats))]
     if args.readme and update_readme(args.readme, blocks):
         written.append(args.readme)
     print(to_markdown(summary))
@@ -328,8 +338,9 @@ def add_parsers(sub) -> None:
                                            "table beside the paper's values (paper_comparison.csv and .md) and FP16 "
                                            "beside BF16 seed by seed (precision_pairs.csv and .md), Table 2 beside "
                                            "the paper's (inference_precision.csv and .md), the grid's "
-                                           "progress (grid_progress.csv and .md) and the width study "
-                                           "(mismatch_width.csv and .md)")
+                                           "progress (grid_progress.csv and .md), the width study "
+                                           "(mismatch_width.csv and .md) and the ladder's real rungs offline "
+                                           "(mismatch_formats.csv and .md)")
     _add_source(tables, mismatch=True)
     tables.add_argument("--out", type=Path, help="output folder (default: the --results folder)")
     tables.add_argument("--readme", type=Path, help="also rewrite this README's results block (the tiny-scale pairs) "

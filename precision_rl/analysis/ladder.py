@@ -24,9 +24,8 @@ from precision_rl import metrics as M
 from precision_rl.analysis import plotting as P
 from precision_rl.analysis.panel_notes import ArmRuns, finish_panel, legend_label
 from precision_rl.analysis.series import trailing_mean
+from precision_rl.config.registry import LADDER_PANEL
 from precision_rl.formats import MANTISSA_BITS
-
-LADDER_PANEL = "ladder"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from precision_rl.config.precision import PRECISIONS, ROLLOUT_FORMATS
 from precision_rl.config.scale import PAPER, TINY
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_dir
-from precision_rl.mismatch.layout import MANIFEST, SEQUENCES, SEQUENCES_CSV, SUMMARY, TOKENS, TOKENS_CSV
+from precision_rl.mismatch.layout import FORMATS_RESULT, MANIFEST, SEQUENCES, SEQUENCES_CSV, SUMMARY, TOKENS, TOKENS_CSV
 
 CSV_FLOAT = "%.10g"  # published tables: ten significant digits, far below the smallest mismatch they carry (~1e-7)
 SCATTER_POINTS = 20_000  # tokens drawn per scatter (a fixed-seed subsample)
@@ -73,7 +73,8 @@ def forced_length(summary: dict) -> bool:
 
 
 def _fig5_result(model: str, train: str, infer: str, summary: dict, scale: str) -> bool:
-    return train == infer and not forced_length(summary) and result_scale(model, summary) == scale
+    return (train == infer and model != FORMATS_RESULT and not forced_length(summary)
+            and result_scale(model, summary) == scale)
 
 
 def _table_path(pair_dir: Path, parquet: str, csv: str) -> Path:
@@ -150,11 +151,18 @@ def result_dirs(roots: Path | Sequence[Path], scale: str) -> list[Path]:
     return sorted(drawn.values())
 
 
+def published_pair(train: str, infer: str, summary: dict) -> bool:
+    """Return whether a result folder is published: a self pair (train == infer: the pairs figures draw), or a pair
+    the tool was asked for (``--pairs``: the ladder's real rungs), never a reference pair it added."""
+    return train == infer or summary.get("is_reference_pair") is False
+
+
 def publish_mismatch(src_root: Path, dest_root: Path, models: Sequence[str] = ()) -> list[Path]:
-    """Copy the self-pair (train == infer: the pairs figures draw) mismatch results under ``src_root``, only
-    ``models``' when given, into ``dest_root`` with the same layout, their tables as CSV text; return the copies. A
-    result published before is replaced."""
-    found = [f for f in find_pairs(src_root) if f[1] == f[2] and (not models or f[0] in models)]
+    """Copy the published pairs (``published_pair``) of the mismatch results under ``src_root``, only ``models``'
+    when given, into ``dest_root`` with the same layout, their tables as CSV text; return the copies. A result
+    published before is replaced."""
+    found = [f for f in find_pairs(src_root)
+             if (not models or f[0] in models) and published_pair(f[1], f[2], read_summary(f[3]))]
     if models and not found:
         raise UserError(f"no mismatch results of {', '.join(models)} under {src_root}")
     out = []

@@ -362,6 +362,9 @@ class ExperimentSpec:
         return [a.label for a in self.arms]
 
 
+LADDER_PANEL = "ladder"  # the mismatch ladder's dose–response panel: every rung of experiments/ladder/ names it
+
+
 def conflict_alternative(source: str) -> tuple[str, str] | None:
     """Return how the other value of a ``[C]`` sources entry runs, ``("variant", name)`` or ``("extra",
     override)``; None for an entry without the tag. Raise ValueError for a tagged entry that names neither."""

@@ -14,6 +14,7 @@ from precision_rl.paths import mismatch_roots
 TOKENS, SEQUENCES = "tokens.parquet", "sequences.parquet"
 TOKENS_CSV, SEQUENCES_CSV = "tokens.csv", "sequences.csv"
 SUMMARY, MANIFEST = "summary.json", "manifest.json"
+FORMATS_RESULT = "ladder-formats"  # the ladder's real rungs measured offline (``precision_rl.mismatch.formats``)
 EXACT_KL = "exact_kl"  # the tokens table's full-vocabulary KL(μ‖π) per token (when μ was sampled with every logprob)
 
 

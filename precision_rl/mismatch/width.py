@@ -47,12 +47,12 @@ def result_name(width: int) -> str:
     return f"{RESULT_PREFIX}{width}"
 
 
-def measure(model: Path, name: str, extra: tuple[str, ...] = ()) -> int:
-    """Run the mismatch tool on ``model`` (bf16 and fp16 self pairs, result folder ``name``, ``extra`` arguments) in
+def measure(model: Path, name: str, extra: tuple[str, ...] = (), dtypes: tuple[str, ...] = ("bf16", "fp16")) -> int:
+    """Run the mismatch tool on ``model`` (the ``dtypes`` self pairs, result folder ``name``, ``extra`` arguments) in
     a subprocess; return its exit status."""
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1")}
     cmd = [sys.executable, "-m", "precision_rl", "mismatch", "--model", str(model), "--name", name,
-           "--dtypes", "bf16 fp16", *extra]
+           "--dtypes", " ".join(dtypes), *extra]
     print(f"{name}: {' '.join(cmd[1:])}", flush=True)
     status = subprocess.run(cmd, cwd=REPO_ROOT, env=env).returncode
     if status:

@@ -473,3 +473,24 @@ def test_publishing_names_a_hand_edited_manifest_whose_algorithm_cannot_be_rende
     with pytest.raises(UserError, match=f"its algorithm cannot be rendered from its manifest .*{why}"):
         publish.publish_runs([run], tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_one_committed_seed_is_no_band_for_another_seed_but_holds_a_rerun_of_its_own(tmp_path):
+    committed = tmp_path / "committed"
+    write_run(committed, "tiny", "sanity/grpo", "fp16", 42,
+              [[{"step": s, "data": {M.REWARD: r}} for s, r in enumerate([0.50, 0.55, 0.60, 0.65], start=1)]])
+    reference = logs.load_runs([committed], progress=False)
+
+    def band(seed, rewards):
+        root = tmp_path / f"s{seed}"
+        write_run(root, "tiny", "sanity/grpo", "fp16", seed,
+                  [[{"step": s, "data": {M.REWARD: r}} for s, r in enumerate(rewards, start=1)]],
+                  stamp="20260202T000000Z")
+        results = checks.run_checks(logs.load_runs([root], progress=False), reference=reference)
+        return next(r for r in results if r.rule == "regression/band")
+
+    other = band(1, [0.40, 0.55, 0.70, 0.65])
+    assert other.status == "skip" and other.value == 2
+    assert other.note.startswith("no band: one committed seed (42), and seed 1 is another draw (2 of 4 point(s)")
+    rerun = band(42, [0.50, 0.55, 0.70, 0.65])
+    assert rerun.status == "fail" and "step 3: 0.700 above 0.600-0.600" in rerun.note

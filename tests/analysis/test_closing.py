@@ -37,3 +37,13 @@ def test_a_run_with_no_committed_run_of_its_configuration_says_what_to_publish(t
     lines = closing_lines([_run(tmp_path / "runs", "fp16", 42, [0.5, 0.6], 1e-4)], CommittedRuns())
     assert lines == [f"sanity.grpo-fp16-s42: training reward 0.500 at step 1 -> 0.550 (trailing mean) at step 2; "
                      f"held-out accuracy 0.700 at step 0 -> 0.720 at step 2; {NO_BAND}"]
+
+
+def test_a_run_outside_the_band_says_how_many_of_its_points_are_and_which(tmp_path):
+    for seed, shift in ((42, 0.0), (1, 0.02), (7, -0.02)):
+        _run(tmp_path / "committed", "fp16", seed, [0.50 + shift, 0.55 + shift, 0.60 + shift], 1e-4)
+    committed = CommittedRuns.of(logs.load_committed_tables(tmp_path / "committed"))
+    line = closing_lines([_run(tmp_path / "runs", "fp16", 5, [0.30, 0.55, 0.90], 1e-4, stamp="20260202T000000Z")],
+                         committed)[0]
+    assert "band FAIL (2 of 5 point(s) outside the committed seeds 1, 7, 42" in line
+    assert "reward step 1: 0.300 below 0.480-0.520 by 0.180" in line

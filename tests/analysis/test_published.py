@@ -11,7 +11,15 @@ import pandas as pd
 import pytest
 
 from precision_rl import paths
-from precision_rl.analysis import inference_table, mismatch_scaling, pairs, paper_compare, progress, tables
+from precision_rl.analysis import (
+    inference_table,
+    mismatch_formats,
+    mismatch_scaling,
+    pairs,
+    paper_compare,
+    progress,
+    tables,
+)
 from precision_rl.analysis.figures import RUN_SOURCES, FigureData, draw_figure
 from precision_rl.analysis.logs import load_runs, run_dirs_under
 from precision_rl.analysis.publish import publish_runs, retire_superseded, stale_algorithm_overrides
@@ -103,6 +111,17 @@ def test_the_committed_table2_is_the_one_the_published_logs_give(published_table
 def test_the_committed_width_table_is_the_one_the_published_mismatch_results_give(tmp_path):
     fresh = mismatch_scaling.write_width(mismatch_scaling.width_table(paths.LOGS_DIR / paths.MISMATCH_DIR), tmp_path)
     assert_committed(fresh, mismatch_scaling.WIDTH_CSV, mismatch_scaling.WIDTH_MD, PUBLISHED_RESULTS)
+
+
+def test_the_committed_ladder_formats_table_and_its_readme_block_are_the_ones_the_published_results_give(tmp_path):
+    fresh = mismatch_formats.formats_table(paths.LOGS_DIR / paths.MISMATCH_DIR)
+    assert not fresh.empty, "no ladder-formats result published under results/logs/mismatch"
+    assert_committed(mismatch_formats.write_formats(fresh, tmp_path), mismatch_formats.FORMATS_CSV,
+                     mismatch_formats.FORMATS_MD, PUBLISHED_RESULTS)
+    readme = (paths.RESULTS_DIR / "README.md").read_text()
+    block = mismatch_formats.README_BLOCK
+    assert block.replace(readme, mismatch_formats.formats_markdown_table(fresh)) == readme, \
+        f"results/README.md's ladder-formats block is stale: {PUBLISHED_RESULTS}"
 
 
 @pytest.fixture

@@ -1,0 +1,81 @@
+"""The mismatch ladder's real rungs offline (``make mismatch-formats``, ``precision_rl.mismatch.formats``): one row
+per rung, read from the result's summaries, written to ``results/mismatch_formats.{csv,md}`` and to a block of
+results/README.md."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from precision_rl.analysis.ladder import rung_order
+from precision_rl.analysis.mismatch_results import find_pairs, read_summary
+from precision_rl.analysis.plotting import PRECISION_NAMES
+from precision_rl.analysis.readme_blocks import ReadmeBlock
+from precision_rl.analysis.tables import write_csv_and_markdown
+from precision_rl.console import render_table
+from precision_rl.mismatch.formats import rung_pairs, rung_specs
+from precision_rl.mismatch.layout import FORMATS_RESULT
+
+FORMATS_CSV, FORMATS_MD = "mismatch_formats.csv", "mismatch_formats.md"
+QUANTITIES = ("n_sequences", "mean_length", "exact_seq_kl", "seq_kl", "seq_kl_k3", "token_k3_kl", "token_k3_kl_median",
+              "token_k3_kl_p99", "mean_abs_prob_diff")  # summary.json keys (precision_rl.mismatch.metrics.summarize)
+HEADERS = ("trainer / rollout", "answers", "mean length (tokens)", "KL[μ‖π] per sequence: exact", "k1", "k3",
+           "token k3: mean", "median", "99th percentile", "mean \\|π − μ\\|")
+README_BLOCK = ReadmeBlock(
+    "<!-- ladder formats offline (tiny scale): written by `make published-results` from results/logs/mismatch -->",
+    "<!-- end of ladder formats offline -->")
+
+
+def formats_table(roots: Path | Sequence[Path]) -> pd.DataFrame:
+    """Return one row per real rung of the ladder measured in the first of ``roots`` holding the ``ladder-formats``
+    result, finest rollout format first: ``train``, ``infer``, the summary's ``QUANTITIES`` and ``run_id``; empty where
+    no root holds it. ``attrs["sources"]`` lists the folders read."""
+    roots = [Path(roots)] if isinstance(roots, (str, Path)) else [Path(r) for r in roots]
+    root = next((r for r in roots if (r / FORMATS_RESULT).is_dir()), None)
+    found = {(train, infer): pair_dir for model, train, infer, pair_dir in (find_pairs(root) if root else [])
+             if model == FORMATS_RESULT}
+    pairs = sorted((p for p in rung_pairs(rung_specs()) if p in found), key=lambda p: rung_order(p[1]))
+    rows = []
+    for train, infer in pairs:
+        summary = read_summary(found[(train, infer)])
+        rows.append({"train": train, "infer": infer, **{q: summary.get(q) for q in QUANTITIES},
+                     "run_id": summary.get("run_id")})
+    table = pd.DataFrame(rows, columns=["train", "infer", *QUANTITIES, "run_id"])
+    table.attrs["sources"] = sorted(str(found[p]) for p in pairs)
+    return table
+
+
+def _cell(value) -> str:
+    """Return a value in two significant digits, or a dash where there is none."""
+    return "—" if value is None or pd.isna(value) or not np.isfinite(value) else f"{value:.2g}"
+
+
+def formats_markdown_table(table: pd.DataFrame) -> str:
+    """Return the rungs as a Markdown table (``HEADERS``), or a line saying no result is published."""
+    if table.empty:
+        return f"No `{FORMATS_RESULT}` result is published (`make mismatch-formats`, then `make publish-mismatch " \
+               f"RESULT={FORMATS_RESULT}`)."
+    rows = [[f"{PRECISION_NAMES.get(r.train, r.train)} / {PRECISION_NAMES.get(r.infer, r.infer)}",
+             f"{r.n_sequences:.0f}", f"{r.mean_length:.1f}",
+             *(_cell(getattr(r, q)) for q in QUANTITIES[2:])] for r in table.itertuples(index=False)]
+    return render_table(rows, HEADERS, markdown=True, floatfmt="")
+
+
+def formats_markdown(table: pd.DataFrame) -> str:
+    """Return the rungs' offline measurement as a Markdown document."""
+    return "\n".join([
+        "# The mismatch ladder's real rungs, offline — tiny scale (CPU)", "",
+        "What each real rung's rollout format costs in mismatch before any training: the shipped model sampled by the "
+        "vLLM engine with its linear layers quantized as a ladder run's are (μ), recomputed by the training engine in "
+        "the rung's training dtype (π), on the rungs' training prompts (`make mismatch-formats`). KL[μ‖π] per "
+        "sequence: exact from the full vocabulary, and by k1 and k3 from the sampled tokens; per token: k3.", "",
+        formats_markdown_table(table), ""])
+
+
+def write_formats(table: pd.DataFrame, out_dir: Path) -> tuple[Path, Path]:
+    """Write ``mismatch_formats.csv`` and ``mismatch_formats.md`` into ``out_dir`` atomically; return both paths."""
+    return write_csv_and_markdown(table, formats_markdown(table), Path(out_dir) / FORMATS_CSV,
+                                  Path(out_dir) / FORMATS_MD)
