@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from precision_rl.analysis.progress import family_line, grid_progress
 from precision_rl.analysis.readme_blocks import ReadmeBlock, write_block
 from precision_rl.analysis.series import TRAIL_WINDOW
 from precision_rl.analysis.tables import SUMMARY_CSV
@@ -50,8 +51,10 @@ def _published(summary: pd.DataFrame, experiment: str, arm: str) -> str:
     return f"seed{plural} {seeds}, step {'/'.join(map(str, steps))}: {spread}"
 
 
-def section(family: str, summary: pd.DataFrame, root: Path = registry.EXPERIMENTS_DIR) -> str:
-    """Return the block's body for ``family``: one row per experiment."""
+def section(family: str, summary: pd.DataFrame, root: Path = registry.EXPERIMENTS_DIR,
+            progress: pd.DataFrame | None = None) -> str:
+    """Return the block's body for ``family``: one row per experiment, then its tiny-scale runs finished and the time
+    the rest take (``progress``: ``progress.grid_progress`` of ``summary``, computed here when not given)."""
     rows = []
     for name in families(root)[family]:
         paper = registry.load_experiment(name, PAPER, root)
@@ -61,20 +64,23 @@ def section(family: str, summary: pd.DataFrame, root: Path = registry.EXPERIMENT
         published = "; ".join(f"{a.label}: {found}" for a in paper.arms
                               if (found := _published(summary, name, a.label)) != "-") or "-"
         rows.append([f"`{name}`", paper.algorithm, arms, f"{paper.model} ({paper.backend})", panels, published])
+    progress = grid_progress(summary, root=root) if progress is None else progress
+    time_line = f"\n\n{line}" if (line := family_line(progress, family, TINY)) else ""
     table = render_table(rows, ["experiment", "algorithm", "arms (*: tiny scale only)", "paper scale", "paper panels",
                                 f"published tiny runs: final training reward (trailing {TRAIL_WINDOW})"],
                          markdown=True, floatfmt="")
     return (f"From the registry and the published runs' summary (`results/{SUMMARY_CSV}`; '-': none published on the "
             f"current instrument). `make show EXP=<name>` resolves an experiment, `make run EXP=<name> "
             f"[PRECISION=<arm>]` runs it; at tiny scale every experiment trains the shipped tiny model with FSDP on a "
-            f"CPU, and its numbers are tiny scale (CPU).\n\n{table}")
+            f"CPU, and its numbers are tiny scale (CPU).\n\n{table}{time_line}")
 
 
 def read_summary(results: Path = RESULTS_DIR) -> pd.DataFrame:
     """Return the published runs' summary table (empty where none was written)."""
     path = Path(results) / SUMMARY_CSV
     return pd.read_csv(path) if path.is_file() else pd.DataFrame(
-        columns=["scale", "experiment", "precision", "seed", "status", "last_step", "final_reward"])
+        columns=["scale", "experiment", "precision", "seed", "status", "profile", "last_step", "final_reward",
+                 "wall_time_s"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,8 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--write", action="store_true", help="rewrite the block in each family's README")
     args = parser.parse_args(argv)
     summary = read_summary()
+    progress = grid_progress(summary)
     for family in families():
-        body = section(family, summary)
+        body = section(family, summary, progress=progress)
         print(f"## {family}\n\n{body}\n")
         write_block(registry.EXPERIMENTS_DIR / family / README if args.write else None, BLOCK, body)
     return 0

@@ -97,6 +97,25 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def family_line(progress: pd.DataFrame, family: str, scale: str) -> str:
+    """Return one sentence on ``family`` at ``scale``: its runs finished of those planned and the time they took, and
+    the estimated time of the rest (the estimate ``grid_progress`` gives); empty where the family plans none."""
+    group = progress[(progress["scale"] == scale) & (progress["family"] == family)]
+    planned, finished = int(group["planned"].sum()), int(group["finished"].sum())
+    if not planned:
+        return ""
+    line = f"At {scale} scale, {finished} of the {planned} runs this family plans have finished"
+    if finished:
+        line += f" ({_hours(group['finished_wall_s'].sum())} in all)"
+    estimated = group["not_run_estimate_s"].sum()
+    if finished < planned:
+        line += f"; `make grid EXP='{family}/*' SCALE={scale}` runs the other {planned - finished}"
+        line += (f", about {_hours(estimated)} at the median wall time of the family's runs in the profile the grid "
+                 "runs (of the scale's, where the family has none)" if estimated > 0
+                 else ", whose time no finished run here estimates yet")
+    return line + "."
+
+
 def scale_section(progress: pd.DataFrame, scale: str) -> str:
     """Return the Markdown of one scale: the totals (all, then per family), the time the finished runs took and an
     estimate of the rest, the command that runs the rest, and one table row per experiment."""
