@@ -160,17 +160,29 @@ def _held_shm_inodes() -> set[int]:
     return inodes
 
 
-def remove_new_shm(before: set[str]) -> list[str]:
-    """Remove the /dev/shm entries created since ``before`` that no live process holds; return their names."""
+def orphaned_shm(before: set[str]) -> list[str]:
+    """Return the /dev/shm entries created since ``before`` that no live process maps or holds open, sorted: what a
+    finished run left behind (a live neighbour's entries are held)."""
     fresh = _shm_entries() - before
     if not fresh:
         return []
     held_inodes = _held_shm_inodes()
-    removed = []
+    orphans = []
     for name in sorted(fresh):
         try:
-            if (SHM_DIR / name).stat().st_ino in held_inodes:
-                continue
+            if (SHM_DIR / name).stat().st_ino not in held_inodes:
+                orphans.append(name)
+        except OSError:
+            pass
+    return orphans
+
+
+def remove_new_shm(before: set[str]) -> list[str]:
+    """Remove the /dev/shm entries created since ``before`` that no live process holds (``orphaned_shm``); return
+    their names."""
+    removed = []
+    for name in orphaned_shm(before):
+        try:
             (SHM_DIR / name).unlink()
             removed.append(name)
         except OSError:

@@ -574,3 +574,19 @@ def test_an_fp4_rollout_on_a_layer_its_block_does_not_divide_is_refused_before_l
     assert "\n" not in str(err.value)
     launch.check_rollout_widths(fp8, tmp_path)  # FP8's 128-wide blocks may end short: no refusal
     launch.check_rollout_widths(parse_arm("fp16"), tmp_path)
+
+
+def test_an_orphaned_segment_is_reported_and_a_held_one_is_not(tmp_path):
+    import uuid
+
+    from precision_rl.launch.supervise import SHM_DIR, orphaned_shm
+
+    before = {p.name for p in SHM_DIR.iterdir()}
+    orphan = SHM_DIR / f"precision-rl-test-orphan-{uuid.uuid4().hex[:8]}"
+    orphan.write_bytes(b"\0")
+    try:
+        with open(orphan, "rb"):
+            assert orphan.name not in orphaned_shm(before)  # held open by this process
+        assert orphan.name in orphaned_shm(before)
+    finally:
+        orphan.unlink(missing_ok=True)
