@@ -48,9 +48,14 @@ def formats_table(roots: Path | Sequence[Path]) -> pd.DataFrame:
     return table
 
 
-def _cell(value) -> str:
-    """Return a value in two significant digits, or a dash where there is none."""
-    return "—" if value is None or pd.isna(value) or not np.isfinite(value) else f"{value:.2g}"
+def _cell(value, spec: str = ".2g") -> str:
+    """Return a value formatted by ``spec`` (two significant digits), or a dash where there is no finite number (a
+    summary without the key, or a hand-edited one)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    return format(number, spec) if np.isfinite(number) else "—"
 
 
 def formats_markdown_table(table: pd.DataFrame) -> str:
@@ -59,7 +64,7 @@ def formats_markdown_table(table: pd.DataFrame) -> str:
         return f"No `{FORMATS_RESULT}` result is published (`make mismatch-formats`, then `make publish-mismatch " \
                f"RESULT={FORMATS_RESULT}`)."
     rows = [[f"{PRECISION_NAMES.get(r.train, r.train)} / {PRECISION_NAMES.get(r.infer, r.infer)}",
-             f"{r.n_sequences:.0f}", f"{r.mean_length:.1f}",
+             _cell(r.n_sequences, ".0f"), _cell(r.mean_length, ".1f"),
              *(_cell(getattr(r, q)) for q in QUANTITIES[2:])] for r in table.itertuples(index=False)]
     return render_table(rows, HEADERS, markdown=True, floatfmt="")
 

@@ -59,3 +59,14 @@ def test_without_the_result_the_table_is_empty_and_says_how_to_make_it(tmp_path)
     table = formats_table(tmp_path)
     assert table.empty and table.attrs["sources"] == []
     assert "`make mismatch-formats`" in formats_markdown(table)
+
+
+def test_a_summary_missing_or_garbling_a_value_draws_a_dash_not_a_traceback(tmp_path):
+    _formats_result(tmp_path, {("fp16", "fp16"): 1e-6})
+    summary_path = tmp_path / FORMATS_RESULT / "fp16-fp16" / SUMMARY
+    summary = json.loads(summary_path.read_text())
+    del summary["n_sequences"]
+    summary["mean_length"], summary["seq_kl_k3"] = "n/a", None
+    summary_path.write_text(json.dumps(summary))
+    row = next(line for line in formats_markdown(formats_table(tmp_path)).splitlines() if line.startswith("| FP16 / FP16"))
+    assert [cell.strip() for cell in row.strip("|").split("|")][1:3] == ["—", "—"] and row.count("—") == 3
