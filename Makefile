@@ -368,6 +368,7 @@ published-results: $(PUBLISHED_TABLE) | $(STAMP) ##- Redraw the committed figure
 	@$(PY) -m precision_rl.analysis.profile_times --readme README.md > /dev/null
 	@$(PY) -m precision_rl.analysis.instrument_card --doc docs/tiny.md --readme README.md > /dev/null
 	@$(PY) -m precision_rl.analysis.family_readmes --write > /dev/null
+	@$(PY) -m precision_rl.analysis.synthetic_doses --readme experiments/ladder/README.md > /dev/null
 	@$(PY) -m precision_rl.analysis.scale_differences --doc docs/architecture.md > /dev/null
 
 publish-calibration: | $(STAMP) ##- Copy calibration runs' logs (any status, extra overrides) into results/calibration/ (committed, cited by docs/tiny.md): PRECISION_RL_RUNS=<scratch runs> make publish-calibration [EXP=sanity/grpo]

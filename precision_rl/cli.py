@@ -324,6 +324,7 @@ TOOLS = {
     "precision_rl.analysis.profile_times": "the README's profile-times block (make published-results)",
     "precision_rl.analysis.instrument_card": "docs/tiny.md's instrument numbers (make published-results)",
     "precision_rl.analysis.family_readmes": "each experiments/<family>/README.md's table (make published-results)",
+    "precision_rl.analysis.synthetic_doses": "experiments/ladder/README.md's table of synthetic doses (make published-results)",
     "precision_rl.analysis.scale_differences": "docs/architecture.md's list of what the tiny scale adds (make published-results)",
     "precision_rl.analysis.test_record": "the test suite's recorded counts and times (make test-record)",
     "precision_rl.mismatch.batch_spread": "a small batch's mismatch over sampling seeds (make mismatch-spread)",
