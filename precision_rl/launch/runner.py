@@ -24,7 +24,7 @@ from precision_rl.config.profiles import DEFAULT_PROFILE, Profile, profile_for
 from precision_rl.config.registry import DEFAULT_SEEDS, ExperimentSpec
 from precision_rl.config.scale import PAPER, TINY, ScaleDecision
 from precision_rl.errors import UserError
-from precision_rl.launch import eta, runs
+from precision_rl.launch import eta, neighbours, runs
 from precision_rl.launch.guards import bf16_weight_sync_problem
 from precision_rl.launch.overrides import (
     FILE_LOGGER_ENV,
@@ -421,6 +421,13 @@ def _ray_logs_field(outcome: Outcome) -> dict:
     return {"ray_logs": outcome.ray_logs.name} if outcome.ray_logs else {}
 
 
+def _machine_fields(outcome: Outcome) -> dict:
+    """Return what the attempt's record says of the machine it ran on: the least memory available, and the other verl
+    runs beside it where there were any."""
+    shared = {"shared_with": outcome.shared_with} if outcome.shared_with else {}
+    return {"lowest_available_gib": outcome.lowest_available_gib, **shared}
+
+
 def finish_attempt(plan: RunPlan, status: str, exit_code: int | None, **fields) -> None:
     """Record the attempt's end, status, exit code (and any ``fields``) in the manifest."""
     runs.update_attempt(plan.run_dir, plan.attempt, status=status, exit_status=exit_code, ended=runs.utc_stamp(),
@@ -500,6 +507,9 @@ def execute(plan: RunPlan) -> int:
         print(f"{plan.name}: {plan.decision.scale} scale, profile {plan.profile.name} (steps {first_step}-{last_step}), "
               f"run directory {plan.run_dir}", file=sys.stderr)
         print(f"{plan.name}: {eta_line(plan, first_step, last_step)}", file=sys.stderr)
+        if beside := neighbours.find_neighbours(neighbours.own_pids()):
+            print(f"warning: {plan.name}: {neighbours.shared_line(list(beside.values()), neighbours.available_gib(), now=True)}",
+                  file=sys.stderr)
         plan.ray_temp_dir.mkdir(parents=True, exist_ok=True)
         outcome = supervise([sys.executable, *plan.argv[1:]], _subprocess_env(plan), plan.run_dir,
                             plan.run_dir / runs.TRAIN_LOG, plan.metrics_path,
@@ -510,7 +520,7 @@ def execute(plan: RunPlan) -> int:
         record = stop.outcome
         finish_attempt(plan, "interrupted", record.exit_code, reason=record.reason,
                        peak_memory_gib=record.peak_memory_gib, cleanup=record.leftovers_removed,
-                       **_ray_logs_field(record))
+                       **_ray_logs_field(record), **_machine_fields(record))
         point = resume_point(plan.run_dir / runs.CHECKPOINTS_DIR, runs.last_logged_step(plan.run_dir))
         print(f"{plan.name}: interrupted; {point.describe(plan.run_dir)}", file=sys.stderr)
         raise
@@ -520,8 +530,11 @@ def execute(plan: RunPlan) -> int:
         raise
     finish_attempt(plan, outcome.status, outcome.exit_code, reason=outcome.reason,
                    peak_memory_gib=outcome.peak_memory_gib, wall_s=round(time.time() - started, 1),
-                   cleanup=outcome.leftovers_removed, **_ray_logs_field(outcome))
+                   cleanup=outcome.leftovers_removed, **_ray_logs_field(outcome), **_machine_fields(outcome))
     if outcome.status != runs.FINISHED:
+        if outcome.shared_with:
+            print(f"{plan.name}: {neighbours.shared_line(outcome.shared_with, outcome.lowest_available_gib)}",
+                  file=sys.stderr)
         if outcome.ray_logs:
             print(f"{plan.name}: Ray's logs of this attempt (every worker's output): {outcome.ray_logs}",
                   file=sys.stderr)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import psutil
 
+from precision_rl.launch import neighbours
 from precision_rl.launch.runs import FINISHED
 
 SHM_DIR = Path("/dev/shm")
@@ -73,6 +74,8 @@ class Outcome:
     steps_logged: int = 0
     leftovers_removed: dict = field(default_factory=dict)
     ray_logs: Path | None = None  # the archive of Ray's logs, kept where the attempt did not finish
+    shared_with: list[str] = field(default_factory=list)  # other verl runs seen on the machine (neighbours.describe)
+    lowest_available_gib: float | None = None  # the least memory available at the memory polls
 
 
 @dataclass
@@ -385,6 +388,9 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
     status, reason, interrupted = None, None, False
     proc: subprocess.Popen | None = None
     last_progress, last_memory, peak = time.monotonic(), 0.0, 0.0
+    shared_with: dict[int, str] = {}
+    lowest_available: float | None = None
+    own = neighbours.own_pids()
     first_step: int | None = None
     children_before = _children()
     try:
@@ -420,6 +426,9 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
             now = time.monotonic()
             if now - last_memory >= MEMORY_POLL_S:
                 peak, last_memory = max(peak, tree.memory_gib()), now
+                shared_with.update(neighbours.find_neighbours(own | set(tree.seen), tree.marker))
+                available = neighbours.available_gib()
+                lowest_available = available if lowest_available is None else min(lowest_available, available)
             if watchdog_s and now - last_progress > watchdog_s:
                 status = "failed"
                 reason = f"watchdog: no new metrics line in {metrics_path.name} for {watchdog_s:.0f} s"
@@ -452,7 +461,8 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
         if code != 0:
             reason = failing_line(tail) or f"verl exited with code {code}"
     outcome = Outcome(status, code, reason, round(peak, 2) if peak else None, progress.lines,
-                      {"processes": killed, "shm": removed_shm}, ray_logs)
+                      {"processes": killed, "shm": removed_shm}, ray_logs, list(shared_with.values()),
+                      None if lowest_available is None else round(lowest_available, 2))
     if interrupted:
         raise InterruptedRun(outcome)
     return outcome
