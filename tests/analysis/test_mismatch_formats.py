@@ -69,4 +69,30 @@ def test_a_summary_missing_or_garbling_a_value_draws_a_dash_not_a_traceback(tmp_
     summary["mean_length"], summary["seq_kl_k3"] = "n/a", None
     summary_path.write_text(json.dumps(summary))
     row = next(line for line in formats_markdown(formats_table(tmp_path)).splitlines() if line.startswith("| FP16 / FP16"))
-    assert [cell.strip() for cell in row.strip("|").split("|")][1:3] == ["—", "—"] and row.count("—") == 3
+    cells = [cell.strip() for cell in row.strip("|").split("|")]
+    assert cells[1:3] == ["—", "—"] and cells[4] == "—" and row.count("—") == 4  # [4]: no exact KL per token here
+
+
+def test_the_exact_kl_carries_a_seeded_bootstrap_interval_that_a_heavy_tail_widens(tmp_path):
+    import pandas as pd
+
+    from precision_rl.analysis.mismatch_formats import sequence_kl_interval
+    from precision_rl.mismatch.layout import TOKENS
+
+    _formats_result(tmp_path, {("fp16", "fp16"): 1e-6, ("fp16", "bf16"): 1e-5})
+    folder = tmp_path / FORMATS_RESULT
+    assert sequence_kl_interval(folder / "fp16-fp16") == (None, None), "no exact KL logged: no interval"
+    for pair, heavy in (("fp16-fp16", False), ("fp16-bf16", True)):
+        tokens = pd.read_parquet(folder / pair / TOKENS)
+        tokens["exact_kl"] = 1e-4
+        if heavy:
+            tokens.loc[0, "exact_kl"] = 1.0  # one token of one answer carries nearly all of it
+        tokens.to_parquet(folder / pair / TOKENS, index=False)
+    per_answer = pd.read_parquet(folder / "fp16-fp16" / TOKENS).groupby("seq_id")["exact_kl"].sum()
+    even = sequence_kl_interval(folder / "fp16-fp16")
+    assert even[0] <= per_answer.mean() <= even[1] and even == sequence_kl_interval(folder / "fp16-fp16")
+    low, high = sequence_kl_interval(folder / "fp16-bf16")
+    assert high / low > 5 * even[1] / even[0], "an answer that carries the mean makes the interval wide"
+    table = formats_table(tmp_path)
+    rows = {line.split("|")[1].strip(): line for line in formats_markdown(table).splitlines() if line.startswith("| FP16")}
+    assert f"| {low:.2g}–{high:.2g} " in rows["FP16 / BF16"]
