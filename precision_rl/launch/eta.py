@@ -2,8 +2,9 @@
 
 A run's start-up, validation before training and shutdown come from the first attempt of each committed run (its wall
 time less its steps), its steps from their logged ``timing_s/step``. Of the committed runs of the same configuration
-and precision arm, those on the nearest CPU kind count (vendor, then family and model, then matrix instructions, then core count); the
-estimate is the median over them, and it says which CPU they ran on.
+and precision arm, those on the nearest CPU kind count (vendor, then family and model, then matrix instructions, then core count),
+and of those the runs that had the machine to themselves where there are any (an attempt that recorded other verl runs
+beside it, ``shared_with``, ran slower); the estimate is the median over them, and it says which CPU they ran on.
 """
 
 from __future__ import annotations
@@ -29,14 +30,16 @@ class Estimate:
     runs: tuple[str, ...]  # the committed run directories the estimate was read from
     cpu: str  # the CPU they ran on, as their manifests name it
     same_kind: bool  # whether that CPU is of this machine's kind (vendor, family, model and matrix instructions)
+    shared: bool = False  # whether the runs it was read from had other verl runs beside them (none ran alone)
 
     def describe(self) -> str:
         """Return the estimate as one line, e.g. ``ETA 4.1 h for steps 1-300 with start-up (median of 3 committed
         run(s) on ...)``."""
         where = "this CPU kind" if self.same_kind else "another CPU kind: no committed run of this configuration " \
                                                        "ran on this one"
+        beside = "; they shared the machine with other runs" if self.shared else ""
         return (f"ETA {format_duration(self.seconds)} for steps {self.first_step}-{self.last_step} with start-up "
-                f"(median of {len(self.runs)} committed run(s) on {self.cpu}; {where})")
+                f"(median of {len(self.runs)} committed run(s) on {self.cpu}; {where}{beside})")
 
 
 def format_duration(seconds: float) -> str:
@@ -153,11 +156,12 @@ def estimate(hardware: dict, matches: Callable[[dict], bool], first_step: int, l
             if start is None:
                 continue
             seconds = start + sum(times[s] for s in range(first_step, last_step + 1))
-            found.append((kind_distance(hardware, doc.get("hardware") or {}), seconds, run_dir, doc))
+            shared = any(attempt.get("shared_with") for attempt in doc.get("attempts") or [])
+            found.append(((*kind_distance(hardware, doc.get("hardware") or {}), int(shared)), seconds, run_dir, doc))
     if not found:
         return None
     nearest = min(distance for distance, *_ in found)
     chosen = [f for f in found if f[0] == nearest]
     return Estimate(statistics.median(s for _, s, _, _ in chosen), first_step, last_step,
                     tuple(str(d) for _, _, d, _ in chosen), cpu_label(chosen[0][3].get("hardware") or {}),
-                    nearest[:3] == (0, 0, 0))
+                    nearest[:3] == (0, 0, 0), bool(nearest[-1]))

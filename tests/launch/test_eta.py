@@ -78,3 +78,25 @@ def test_a_new_configuration_is_timed_by_committed_runs_of_its_batch_shape(tmp_p
     assert eta.estimate(EPYC_ZEN4, eta.same_cost_shape(longer), 1, 10, (tmp_path,)) is None
     bf16 = {**new, "precision": {"label": "bf16", "train": "bf16", "infer": "bf16"}}
     assert eta.estimate(EPYC_ZEN4, eta.same_cost_shape(bf16), 1, 10, (tmp_path,)) is None
+
+
+def test_runs_that_had_the_machine_to_themselves_time_it_where_there_are_any(tmp_path):
+    root = tmp_path / "logs"
+    fp16 = {"label": "fp16", "train": "fp16", "infer": "fp16"}
+    for seed, step_s in ((42, 40.0), (1, 90.0)):
+        run_dir = _committed(root, seed, EPYC_ZEN4, step_s)
+        if seed == 1:
+            doc = runs.read_manifest(run_dir)
+            doc["attempts"][0]["shared_with"] = ["pid 12: precision_rl run sanity/grpo"]
+            runs.write_manifest(run_dir, doc)
+    alone = eta.estimate(EPYC_ZEN4, eta.same_run_kind("cfg", fp16), 1, 10, (root,))
+    assert math.isclose(alone.seconds, 240 + 10 * 40) and len(alone.runs) == 1 and "shared" not in alone.describe()
+    _committed(root, 7, EPYC_ZEN3, 10.0)  # an unshared run of another CPU kind: the kind still comes first
+    for run_dir in (p.parent for p in root.rglob(runs.MANIFEST)):
+        doc = runs.read_manifest(run_dir)
+        if doc["hardware"] == EPYC_ZEN4:
+            doc["attempts"][0]["shared_with"] = ["pid 12: Ray raylet"]
+            runs.write_manifest(run_dir, doc)
+    beside = eta.estimate(EPYC_ZEN4, eta.same_run_kind("cfg", fp16), 1, 10, (root,))
+    assert math.isclose(beside.seconds, 240 + 10 * 65) and beside.same_kind and beside.shared
+    assert beside.describe().endswith("; they shared the machine with other runs)")
