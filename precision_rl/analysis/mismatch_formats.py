@@ -16,8 +16,8 @@ from precision_rl.analysis.plotting import PRECISION_NAMES
 from precision_rl.analysis.readme_blocks import ReadmeBlock
 from precision_rl.analysis.tables import write_csv_and_markdown
 from precision_rl.console import render_table
-from precision_rl.mismatch.formats import rung_pairs, rung_specs
 from precision_rl.errors import UserError
+from precision_rl.mismatch.formats import rung_pairs, rung_specs
 from precision_rl.mismatch.layout import FORMATS_RESULT, SEQUENCES, SEQUENCES_CSV, TOKENS, TOKENS_CSV
 
 FORMATS_CSV, FORMATS_MD = "mismatch_formats.csv", "mismatch_formats.md"

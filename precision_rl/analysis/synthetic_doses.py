@@ -92,7 +92,7 @@ def dose_section(doses: dict, rungs: dict[float, list[tuple[str, str]]]) -> str:
     below = [p["sigma"] for p in points if p["sequence_kl"] < bf16]
     above = [p["sigma"] for p in points if p["sequence_kl"] >= bf16]
     where = (f"between σ = {_sigma_text(max(below))} and σ = {_sigma_text(min(above))}" if below and above else
-             f"above every calibrated strength" if below else "below every calibrated strength")
+             "above every calibrated strength" if below else "below every calibrated strength")
     command = " ".join(doses.get("command", [])[3:])
     return "\n".join([
         table, "",

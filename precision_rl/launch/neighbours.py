@@ -1,7 +1,7 @@
 """Other verl runs on this machine. A run beside another shares the cores (each runs slower, so neither's times are a
 benchmark) and the memory: Ray's memory monitor kills workers when the node runs low (``ray.exceptions.
-OutOfMemoryError``), and a vLLM engine that starts under load may time out. A launcher therefore says what runs beside
-it: a line when it starts, and in the attempt's record what shared the machine and the least memory left.
+OutOfMemoryError``; ray 2.60). A launcher therefore says what runs beside it: a line when it starts, and in the
+attempt's record what shared the machine and the least memory left.
 
 A neighbour is another launcher (``python -m precision_rl run``) or a Ray daemon of another run (a raylet or GCS
 server whose command line does not name this run's Ray folder: a test or a script driving verl in-process has one).

@@ -9,10 +9,9 @@ import time
 
 import pytest
 
-from precision_rl.launch import neighbours
+from precision_rl.launch import neighbours, runs
 from precision_rl.launch import runner as launch
-from precision_rl.launch import runs
-from tests.launch.test_runner import _fake_verl, _paper_plan, isolated  # noqa: F401 - the fixture isolates runs/
+from tests.launch.test_runner import _fake_verl, _paper_plan, isolated  # noqa: F401 - autouse: runs/ and data/ under tmp_path
 
 
 @pytest.mark.parametrize("cmdline,is_run", [
@@ -71,8 +70,8 @@ def test_the_line_names_three_neighbours_counts_the_rest_and_says_the_memory_of_
     assert "run one at a time" in at_start and "GiB" not in neighbours.shared_line(names, None)
 
 
-def test_a_run_beside_another_warns_at_its_start_records_its_neighbour_and_says_so_when_it_fails(isolated, capsys):
-    plan = _fake_verl(_paper_plan(isolated), "import sys, time; time.sleep(3); print('ValueError: out of memory'); "
+def test_a_run_beside_another_warns_at_its_start_records_its_neighbour_and_says_so_when_it_fails(tmp_path, capsys):
+    plan = _fake_verl(_paper_plan(tmp_path), "import sys, time; time.sleep(3); print('ValueError: out of memory'); "
                                              "sys.exit(3)")
     neighbour = _stand_in("ladder/grpo", "--precision", "fp16")
     try:
