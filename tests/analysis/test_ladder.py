@@ -157,7 +157,8 @@ def test_pg_seq_is_has_its_own_ladder_of_its_sanity_arm_and_its_noised_rungs_bes
     ladder = LADDERS["effect_ladder_pg_seq_is"]
     arms = ladder_arms(quick, "tiny", ladder.panel)
     assert {a.spec.name for a in arms} == {"sanity/pg_seq_is", *(f"ladder/synthetic_s{s}_pg_seq_is{c}"
-                                                                  for s in ("0p5", 1, "1p5", 2, 3) for c in ("", "_control"))}
+                                                                  for s in ("0p5", "0p7", 1, "1p5", 2, 3)
+                                                                  for c in ("", "_control"))}
     assert "ladder/synthetic_s3" not in {a.spec.name for a in arms}  # GRPO's rung feeds GRPO's ladder only
     fig = F.build_mismatch_ladder(quick, "tiny", ladder)
     texts = " ".join(t.get_text() for t in fig.texts)

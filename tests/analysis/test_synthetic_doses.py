@@ -32,6 +32,7 @@ def test_the_registry_s_rungs_are_grouped_by_strength_and_controls_are_left_to_t
     assert ("ladder/synthetic_s3", "grpo") in rungs[3.0]
     assert ("ladder/synthetic_s1p5_pg_seq_is", "pg_seq_is") in rungs[1.5]
     assert ("ladder/synthetic_s0p5_pg_seq_is", "pg_seq_is") in rungs[0.5]
+    assert ("ladder/synthetic_s0p7_pg_seq_is", "pg_seq_is") in rungs[0.7]
     assert not any(name.endswith("_control") for names in rungs.values() for name, _ in names)
 
 
