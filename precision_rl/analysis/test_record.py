@@ -1,9 +1,11 @@
-"""What the test suite's last recorded run took, tier by tier, as a block of README.md and tests/README.md.
+"""What the test suite's last recorded run on each CPU kind took, tier by tier, as a block of README.md and
+tests/README.md.
 
 ``make test-record`` runs ``make test`` with each tier recording itself (tests/conftest.py writes one JSON per tier
-where ``PRECISION_RL_TEST_RECORD`` names a file: counts, seconds, the CPU, the commit), commits the records to
-``results/test_record.json`` and rewrites both blocks; ``python -m precision_rl.analysis.test_record --write``
-rewrites the blocks alone. No test count or duration is typed by hand.
+where ``PRECISION_RL_TEST_RECORD`` names a file: counts, seconds, the CPU, the commit), puts the records in
+``results/test_record.json`` in place of the earlier ones of the same CPU kind (those of other kinds stay) and
+rewrites both blocks; ``python -m precision_rl.analysis.test_record --write`` rewrites the blocks alone. No test
+count or duration is typed by hand.
 """
 
 from __future__ import annotations
@@ -34,52 +36,80 @@ def session_record(tier: str, counts: dict[str, int], seconds: float, exit_statu
             "hardware": hardware, "git": git, "time_utc": time_utc}
 
 
+def cpu_kind(record: dict) -> str:
+    """Return the CPU kind a record was made on: ``eta.cpu_label`` and the core count."""
+    return f"{cpu_label(record['hardware'])}, {record['hardware'].get('cpu_count')} cores"
+
+
 def combine(records: list[dict]) -> list[dict]:
-    """Return ``records`` in ``TIERS`` order; ValueError unless each tier appears once and passed."""
+    """Return one suite run's ``records`` in ``TIERS`` order; ValueError unless each tier appears once, passed, and
+    all ran on one CPU kind."""
     by_tier = {r["tier"]: r for r in records}
     if sorted(by_tier) != sorted(TIERS) or len(records) != len(TIERS):
         raise ValueError(f"need one record per tier {', '.join(TIERS)}, got {[r['tier'] for r in records]}")
     failed = [r["tier"] for r in records if r["exit_status"] != 0 or r["counts"].get("failed")]
     if failed:
         raise ValueError(f"tier(s) {', '.join(failed)} failed: a record is of a passing suite")
+    kinds = sorted({cpu_kind(r) for r in records})
+    if len(kinds) > 1:
+        raise ValueError(f"the tiers ran on different CPU kinds ({'; '.join(kinds)}): a record is of one machine")
     return [by_tier[t] for t in TIERS]
 
 
-def section(records: list[dict]) -> str:
-    """Return the block's body: one row per tier and the whole suite's time."""
-    rows = [[r["tier"], str(r["counts"].get("passed", 0)), str(r["counts"].get("skipped", 0)),
-             format_duration(r["seconds"])] for r in records]
-    total = sum(r["seconds"] for r in records)
-    first = records[0]
-    commit = (first.get("git") or {}).get("sha") or "unknown"
-    stamp = first["time_utc"]
-    table = render_table(rows, ["tier", "passed", "skipped", "time"], markdown=True, floatfmt="")
-    return (f"`make test` as last recorded (`make test-record`): {format_duration(total)} in all on "
-            f"{cpu_label(first['hardware'])}, {first['hardware'].get('cpu_count')} cores, commit {commit[:10]}, "
-            f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}.\n\n{table}")
+def merge(committed: list[list[dict]], suite: list[dict]) -> list[list[dict]]:
+    """Return the ``committed`` suite records with ``suite`` in place of the one of its CPU kind, newest first."""
+    kept = [s for s in committed if cpu_kind(s[0]) != cpu_kind(suite[0])]
+    return sorted([*kept, suite], key=lambda s: s[0]["time_utc"], reverse=True)
 
 
-def read_records(path: Path = RECORD_FILE) -> list[dict]:
-    """Return the committed records (ValueError where the file is unreadable or incomplete)."""
-    return combine(json.loads(Path(path).read_text()))
+def section(suites: list[list[dict]]) -> str:
+    """Return the block's body: per CPU kind, each tier's passed tests and time, the whole suite's time, the commit
+    (and whether the tree held uncommitted changes) and the date."""
+    rows = []
+    for records in suites:
+        first, fast, slow = records[0], *records
+        stamp = first["time_utc"]
+        commit = ((first.get("git") or {}).get("sha") or "unknown")[:10]
+        if any((r.get("git") or {}).get("dirty") for r in records):
+            commit += " with uncommitted changes"
+        rows.append([cpu_kind(first), commit,
+                     f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}",
+                     f"{fast['counts'].get('passed', 0)} passed, {format_duration(fast['seconds'])}",
+                     f"{slow['counts'].get('passed', 0)} passed, {format_duration(slow['seconds'])}",
+                     str(sum(r["counts"].get("skipped", 0) for r in records)),
+                     format_duration(sum(r["seconds"] for r in records))])
+    table = render_table(rows, ["CPU", "commit", "date", "fast tier", "slow tier", "skipped", "in all"],
+                         markdown=True, floatfmt="")
+    return f"`make test` as last recorded on each CPU kind (`make test-record`), the newest first:\n\n{table}"
+
+
+def read_records(path: Path = RECORD_FILE) -> list[list[dict]]:
+    """Return the committed records, one suite (``TIERS`` in order) per CPU kind, newest first (ValueError where the
+    file is unreadable or a kind's suite is incomplete)."""
+    by_kind: dict[str, list[dict]] = {}
+    for record in json.loads(Path(path).read_text()):
+        by_kind.setdefault(cpu_kind(record), []).append(record)
+    return sorted((combine(records) for records in by_kind.values()), key=lambda s: s[0]["time_utc"], reverse=True)
 
 
 def main(argv: list[str] | None = None) -> int:
     """With ``--from`` files, write them as the committed record; rewrite the blocks; return 0 (2 on bad input)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--from", dest="sources", nargs="*", type=Path, default=[],
-                        help="per-tier records written by a `make test` run, to commit as results/test_record.json")
+                        help="per-tier records written by a `make test` run, to put in results/test_record.json "
+                             "in place of its CPU kind's")
     parser.add_argument("--write", action="store_true", help="rewrite the block in README.md and tests/README.md")
     args = parser.parse_args(argv)
     try:
         if args.sources:
-            records = combine([json.loads(p.read_text()) for p in args.sources])
-            atomic_write_json(RECORD_FILE, records)
-        records = read_records()
+            suite = combine([json.loads(p.read_text()) for p in args.sources])
+            committed = read_records(RECORD_FILE) if RECORD_FILE.exists() else []
+            atomic_write_json(RECORD_FILE, [r for s in merge(committed, suite) for r in s])
+        suites = read_records(RECORD_FILE)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    body = section(records)
+    body = section(suites)
     print(body)
     for page in PAGES if args.write else ():
         write_block(page, BLOCK, body)
