@@ -67,12 +67,12 @@ def section(suites: list[list[dict]]) -> str:
     (and whether the tree held uncommitted changes) and the date."""
     rows = []
     for records in suites:
-        first, fast, slow = records[0], *records
-        stamp = first["time_utc"]
-        commit = ((first.get("git") or {}).get("sha") or "unknown")[:10]
+        fast, slow = records
+        stamp = fast["time_utc"]
+        commit = ((fast.get("git") or {}).get("sha") or "unknown")[:10]
         if any((r.get("git") or {}).get("dirty") for r in records):
             commit += " with uncommitted changes"
-        rows.append([cpu_kind(first), commit,
+        rows.append([cpu_kind(fast), commit,
                      f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}",
                      f"{fast['counts'].get('passed', 0)} passed, {format_duration(fast['seconds'])}",
                      f"{slow['counts'].get('passed', 0)} passed, {format_duration(slow['seconds'])}",
@@ -93,7 +93,8 @@ def read_records(path: Path = RECORD_FILE) -> list[list[dict]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """With ``--from`` files, write them as the committed record; rewrite the blocks; return 0 (2 on bad input)."""
+    """With ``--from`` files, put them in the committed record in place of their CPU kind's; rewrite the blocks;
+    return 0 (2 on bad input)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--from", dest="sources", nargs="*", type=Path, default=[],
                         help="per-tier records written by a `make test` run, to put in results/test_record.json "
