@@ -24,7 +24,8 @@ LOGS_DIR = RESULTS_DIR / "logs"
 # `make check` places a run in the band of the committed runs of its configuration, here and in results/logs.
 REFERENCE_DIR = RESULTS_DIR / "reference"
 # Committed logs of the tiny profile's calibration runs (extra overrides, often stopped before the end), which
-# results/calibration/NOTES.md describes: kept so that its tables can be read again from logs; no figure, table or check reads them.
+# results/calibration/NOTES.md describes: kept so that its tables can be read again from logs; no figure, result table
+# or check reads them. Their step times time new runs (``timing_run_roots``): some ran on CPU kinds no published run did.
 CALIBRATION_DIR = RESULTS_DIR / "calibration"
 # The committed dose of each synthetic logit-noise strength (precision_rl.mismatch.synthetic_dose).
 SYNTHETIC_DOSE_FILE = CALIBRATION_DIR / "synthetic_dose.json"
@@ -35,6 +36,7 @@ CACHE_ENV = "PRECISION_RL_CACHE"
 SHARED_DATA_ENV = "PRECISION_RL_SHARED_DATA"
 LOGS_ENV = "PRECISION_RL_LOGS"
 REFERENCE_ENV = "PRECISION_RL_REFERENCE"
+CALIBRATION_ENV = "PRECISION_RL_CALIBRATION"
 
 MISMATCH_DIR = "mismatch"  # the offline mismatch tool's folder inside the runs root
 ANALYSIS_DIR = "_analysis"  # inside the runs root: the local runs' table, tables and figures
@@ -61,10 +63,22 @@ def reference_root() -> Path:
     return Path(os.environ.get(REFERENCE_ENV, REFERENCE_DIR)).resolve()
 
 
+def calibration_root() -> Path:
+    """Return the committed calibration runs (``$PRECISION_RL_CALIBRATION`` or ``<repo>/results/calibration``)."""
+    return Path(os.environ.get(CALIBRATION_ENV, CALIBRATION_DIR)).resolve()
+
+
 def committed_run_roots() -> tuple[Path, Path]:
     """Return the folders of committed run logs a new run is compared with: the published logs, then the reference
     runs."""
     return logs_root(), reference_root()
+
+
+def timing_run_roots() -> tuple[Path, Path, Path]:
+    """Return the folders of committed runs whose step times say how long a new run takes (its ETA, the README's
+    profile times): the published logs, the reference runs and the calibration runs, which hold runs of the instrument
+    on CPU kinds no published run was made on."""
+    return logs_root(), reference_root(), calibration_root()
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,11 @@ from precision_rl import paths
 
 @pytest.fixture(autouse=True, scope="session")
 def no_published_logs(tmp_path_factory):
-    """Keep the repository's published logs (results/logs) out of every test's run tables."""
+    """Keep the repository's published logs (results/logs) out of every test's run tables, and its calibration runs
+    (results/calibration) out of every test's ETA."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv(paths.LOGS_ENV, str(tmp_path_factory.getbasetemp() / "no-published-logs"))
+        patch.setenv(paths.CALIBRATION_ENV, str(tmp_path_factory.getbasetemp() / "no-calibration-runs"))
         yield
 
 

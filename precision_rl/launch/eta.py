@@ -4,7 +4,9 @@ A run's start-up, validation before training and shutdown come from the first at
 time less its steps), its steps from their logged ``timing_s/step``. Of the committed runs of the same configuration
 and precision arm, those on the nearest CPU kind count (vendor, then family and model, then matrix instructions, then core count),
 and of those the runs that had the machine to themselves where there are any (an attempt that recorded other verl runs
-beside it, ``shared_with``, ran slower); the estimate is the median over them, and it says which CPU they ran on.
+beside it, ``shared_with``, ran slower), and of those the runs in the first folder of committed runs that holds any
+(the published runs before the calibration runs, which time the CPU kinds no published run was made on); the estimate
+is the median over them, and it says which CPU they ran on.
 """
 
 from __future__ import annotations
@@ -94,7 +96,8 @@ def _stamp_seconds(stamp: str) -> float:
 
 def overhead_s(doc: dict, per_attempt: dict[int, dict[int, float]]) -> float | None:
     """Return the first attempt's wall time less the steps it logged (start-up, validation before training and
-    shutdown), or None where it recorded no start and end."""
+    shutdown; for an interrupted attempt also the part of a step it did not finish), or None where it recorded no
+    start and end."""
     first = next((a for a in doc.get("attempts") or [] if a.get("attempt") == 0), None)
     try:
         wall = _stamp_seconds(first["ended"]) - _stamp_seconds(first["started"])
@@ -138,11 +141,15 @@ def estimate(hardware: dict, matches: Callable[[dict], bool], first_step: int, l
              roots: tuple[Path, ...]) -> Estimate | None:
     """Return the estimate for steps ``first_step``..``last_step`` of a run on a machine with ``hardware`` (a
     manifest's record), read from the committed runs under ``roots`` whose manifest ``matches`` (its configuration and
-    arm: ``same_run_kind``) and that logged every one of those steps, start-up added. None where no such committed
-    run exists."""
-    found = []
-    for root in roots:
+    arm: ``same_run_kind``) and that logged every one of those steps, start-up added: of the nearest CPU kind, the runs
+    that ran alone where any did, and of those the runs under the first of ``roots`` that holds any (a run found under
+    two roots at the same place counts once). None where no such committed run exists."""
+    found, seen = [], set()
+    for rank, root in enumerate(roots):
         for run_dir in (p.parent for p in sorted(Path(root).rglob(runs.MANIFEST)) if Path(root).is_dir()):
+            if run_dir.relative_to(root) in seen:
+                continue  # a run committed under two roots (a published run kept among the calibration runs) counts once
+            seen.add(run_dir.relative_to(root))
             try:
                 doc = runs.read_manifest(run_dir)
             except (OSError, ValueError):
@@ -157,11 +164,12 @@ def estimate(hardware: dict, matches: Callable[[dict], bool], first_step: int, l
                 continue
             seconds = start + sum(times[s] for s in range(first_step, last_step + 1))
             shared = any(attempt.get("shared_with") for attempt in doc.get("attempts") or [])
-            found.append(((*kind_distance(hardware, doc.get("hardware") or {}), int(shared)), seconds, run_dir, doc))
+            found.append(((*kind_distance(hardware, doc.get("hardware") or {}), int(shared), rank), seconds, run_dir,
+                          doc))
     if not found:
         return None
     nearest = min(distance for distance, *_ in found)
     chosen = [f for f in found if f[0] == nearest]
     return Estimate(statistics.median(s for _, s, _, _ in chosen), first_step, last_step,
                     tuple(str(d) for _, _, d, _ in chosen), cpu_label(chosen[0][3].get("hardware") or {}),
-                    nearest[:3] == (0, 0, 0), bool(nearest[-1]))
+                    nearest[:3] == (0, 0, 0), bool(nearest[4]))

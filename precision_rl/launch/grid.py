@@ -9,7 +9,6 @@ still runs elsewhere is left alone. Stopping the grid (Ctrl-C) records the curre
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, replace
 
@@ -20,7 +19,7 @@ from precision_rl.config.scale import ScaleDecision
 from precision_rl.console import render_table
 from precision_rl.launch import eta, runs
 from precision_rl.launch.runner import RunOptions, execute, plan_run
-from precision_rl.paths import logs_root, runs_root
+from precision_rl.paths import logs_root, runs_root, timing_run_roots
 
 # What the grid does with a run, by the state of its newest directory.
 SKIP, RESUME, START, BUSY = "skip (finished)", "resume", "start", "skip (running elsewhere)"
@@ -42,16 +41,6 @@ class GridRun:
         return runs.run_name(self.spec.name, self.arm.label, self.seed)
 
 
-def _same_configuration(manifest: dict, spec: ExperimentSpec, extra: tuple[str, ...]) -> bool:
-    """Return whether a run was made from the experiment as registered now, with the same extra overrides: the same
-    settings that shape a run (``runs.CONFIGURATION_SPEC_FIELDS``; where a profile stops, or which seeds a grid runs,
-    change none of its steps)."""
-    registered = json.loads(json.dumps(spec.raw, default=str))
-    recorded = manifest.get("spec") or {}
-    return all(recorded.get(k) == registered.get(k) for k in runs.CONFIGURATION_SPEC_FIELDS) \
-        and list(manifest.get("extra_overrides") or []) == list(extra)
-
-
 def _covers(run_dir, last_step: int | None) -> bool:
     """Return whether a finished run logged the profile's last step (a quick run does not cover a calibrated one)."""
     logged = runs.last_logged_step(run_dir)
@@ -71,7 +60,7 @@ def action_for(scale: str, spec: ExperimentSpec, arm: PrecisionArm, seed: int, e
     published = runs.latest_run_dir(logs_root(), scale, spec.name, arm.label, seed)
     if published is not None and (published / runs.MANIFEST).is_file():
         manifest = runs.read_manifest(published)
-        if runs.effective_status(manifest) == runs.FINISHED and _same_configuration(manifest, spec, extra) \
+        if runs.effective_status(manifest) == runs.FINISHED and runs.made_from(manifest, spec.raw, extra) \
                 and _covers(published, last_step):
             return PUBLISHED
     run_dir = runs.latest_run_dir(runs_root(), scale, spec.name, arm.label, seed)
@@ -81,7 +70,7 @@ def action_for(scale: str, spec: ExperimentSpec, arm: PrecisionArm, seed: int, e
     status = runs.effective_status(manifest)
     if status == runs.RUNNING:
         return BUSY
-    if not _same_configuration(manifest, spec, extra):
+    if not runs.made_from(manifest, spec.raw, extra):
         return START
     return SKIP if status == runs.FINISHED and _covers(run_dir, last_step) else RESUME
 
@@ -105,7 +94,7 @@ def describe(grid: list[GridRun]) -> str:
 def _same_run_kind(item: GridRun, extra: tuple[str, ...]):
     """Return a test of a committed manifest: a run of ``item``'s experiment as registered now and of its arm?"""
     def matches(doc: dict) -> bool:
-        return _same_configuration(doc, item.spec, extra) and doc.get("experiment") == item.spec.name \
+        return runs.made_from(doc, item.spec.raw, extra) and doc.get("experiment") == item.spec.name \
             and (doc.get("precision") or {}).get("label") == item.arm.label
 
     return matches
@@ -120,11 +109,11 @@ def grid_eta(grid: list[GridRun], profile: str = DEFAULT_PROFILE, extra: tuple[s
     hardware = runs.hardware()
     for item in (g for g in grid if g.action in (START, RESUME)):
         last = profile_for(item.spec, profile).last_step(item.spec)
-        found = eta.estimate(hardware, _same_run_kind(item, extra), 1, last, (logs_root(),)) if last else None
+        found = eta.estimate(hardware, _same_run_kind(item, extra), 1, last, timing_run_roots()) if last else None
         if found is None and last:
             planned = {"scale": item.spec.scale, "spec": item.spec.raw,
                        "precision": {"train": item.arm.train, "infer": item.arm.infer}}
-            found = eta.estimate(hardware, eta.same_cost_shape(planned), 1, last, (logs_root(),))
+            found = eta.estimate(hardware, eta.same_cost_shape(planned), 1, last, timing_run_roots())
             if found is not None:
                 by_shape.append(item.name)
         if found is None:

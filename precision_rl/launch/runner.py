@@ -39,7 +39,7 @@ from precision_rl.launch.overrides import (
     verl_overrides,
 )
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K3
-from precision_rl.paths import DATA_ENV, REPO_ROOT, cache_root, committed_run_roots, data_root, runs_root
+from precision_rl.paths import DATA_ENV, REPO_ROOT, cache_root, data_root, runs_root, timing_run_roots
 from precision_rl.tiny.data import instrument_record
 from precision_rl.verl_ext.cpu.overrides import cpu_platform_env, cpu_platform_overrides
 
@@ -223,7 +223,7 @@ def eta_line(plan: RunPlan, first_step: int, last_step: int) -> str:
     doc = runs.read_manifest(plan.run_dir)
     if last_step < first_step:
         return f"no ETA: no steps left to run (steps {first_step}-{last_step})"
-    hardware, roots = doc.get("hardware") or {}, committed_run_roots()
+    hardware, roots = doc.get("hardware") or {}, timing_run_roots()
     found = eta.estimate(hardware, eta.same_run_kind(runs.configuration_key(doc), doc.get("precision") or {}),
                          first_step, last_step, roots)
     if found:

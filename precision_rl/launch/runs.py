@@ -144,6 +144,16 @@ REPO_PLACEHOLDER = "<repo>"
 CONFIGURATION_FIELD = "configuration"  # the manifest field holding the key the run recorded when it began
 
 
+def made_from(manifest: dict, spec_raw: dict, extra: tuple[str, ...] = ()) -> bool:
+    """Return whether a run was made from the experiment whose registry document is ``spec_raw`` (``ExperimentSpec.raw``
+    as registered now), with the extra overrides ``extra``: the same settings that shape a run
+    (``CONFIGURATION_SPEC_FIELDS``; where a profile stops, or which seeds a grid runs, change none of its steps)."""
+    registered = json.loads(json.dumps(spec_raw, default=str))
+    recorded = manifest.get("spec") or {}
+    return all(recorded.get(k) == registered.get(k) for k in CONFIGURATION_SPEC_FIELDS) \
+        and list(manifest.get("extra_overrides") or []) == list(extra)
+
+
 def _short_hash(parts: dict) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:KEY_LENGTH]
 

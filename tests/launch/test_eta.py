@@ -47,6 +47,19 @@ def test_the_estimate_is_the_median_over_the_nearest_cpu_kind_with_its_start_up(
     assert eta.estimate(EPYC_ZEN4, eta.same_run_kind("cfg", fp16), 1, 10, (tmp_path / "nowhere",)) is None
 
 
+def test_published_runs_outrank_calibration_runs_of_their_kind_which_time_the_kinds_without_one(tmp_path):
+    logs, calibration = tmp_path / "logs", tmp_path / "calibration"
+    fp16 = eta.same_run_kind("cfg", {"train": "fp16", "infer": "fp16"})
+    _committed(logs, 42, EPYC_ZEN4, 50.0)
+    _committed(calibration, 42, EPYC_ZEN4, 50.0)  # the published run's copy, at the same place: counted once
+    _committed(calibration, 1, EPYC_ZEN4, 500.0)  # a calibration run of a kind a published run timed: not counted
+    _committed(calibration, 7, EPYC_ZEN3, 80.0)
+    zen4 = eta.estimate(EPYC_ZEN4, fp16, 1, 10, (logs, calibration))
+    assert math.isclose(zen4.seconds, 240 + 10 * 50) and len(zen4.runs) == 1 and "logs" in zen4.runs[0]
+    zen3 = eta.estimate(EPYC_ZEN3, fp16, 1, 10, (logs, calibration))
+    assert math.isclose(zen3.seconds, 240 + 10 * 80) and zen3.same_kind and "family 25 model 1)" in zen3.cpu
+
+
 def test_durations_read_as_minutes_then_hours_and_bad_lines_are_skipped(tmp_path):
     assert eta.format_duration(47 * 60) == "47 min" and eta.format_duration(4.1 * 3600) == "4.1 h"
     run_dir = _committed(tmp_path, 42, EPYC_ZEN4, 30.0, steps=2)
