@@ -6,7 +6,8 @@ and precision arm, those on the nearest CPU kind count (vendor, then family and 
 and of those the runs that had the machine to themselves where there are any (an attempt that recorded other verl runs
 beside it, ``shared_with``, ran slower), and of those the runs in the first folder of committed runs that holds any
 (the published runs before the calibration runs, which time the CPU kinds no published run was made on); the estimate
-is the median over them, and it says which CPU they ran on.
+is the median over them, and it says which CPU they ran on. Runs of another CPU kind are scaled by how much slower
+this kind stepped in the configurations committed on both (``kind_ratio``), where any was.
 """
 
 from __future__ import annotations
@@ -33,15 +34,28 @@ class Estimate:
     cpu: str  # the CPU they ran on, as their manifests name it
     same_kind: bool  # whether that CPU is of this machine's kind (vendor, family, model and matrix instructions)
     shared: bool = False  # whether the runs it was read from had other verl runs beside them (none ran alone)
+    kind_ratio: KindRatio | None = None  # for runs of another CPU kind: how much slower this kind steps, where known
 
     def describe(self) -> str:
         """Return the estimate as one line, e.g. ``ETA 4.1 h for steps 1-300 with start-up (median of 3 committed
         run(s) on ...)``."""
         where = "this CPU kind" if self.same_kind else "another CPU kind: no committed run of this configuration " \
                                                        "ran on this one"
+        if not self.same_kind and self.kind_ratio:
+            where += (f"; scaled by {self.kind_ratio.ratio:.2f}, this kind's step time over theirs in "
+                      f"{self.kind_ratio.configurations} configuration(s) committed on both")
         beside = "; they shared the machine with other runs" if self.shared else ""
         return (f"ETA {format_duration(self.seconds)} for steps {self.first_step}-{self.last_step} with start-up "
                 f"(median of {len(self.runs)} committed run(s) on {self.cpu}; {where}{beside})")
+
+
+@dataclass(frozen=True)
+class KindRatio:
+    """How many times as long a step takes on one CPU kind as on another, and over how many configurations (with
+    their arm) committed on both it was measured."""
+
+    ratio: float
+    configurations: int
 
 
 def format_duration(seconds: float) -> str:
@@ -106,6 +120,40 @@ def overhead_s(doc: dict, per_attempt: dict[int, dict[int, float]]) -> float | N
     return max(0.0, wall - sum(per_attempt.get(0, {}).values()))
 
 
+def _arm(doc: dict) -> tuple:
+    return (doc.get("precision") or {}).get("train"), (doc.get("precision") or {}).get("infer")
+
+
+def kind_ratio(mine: dict, theirs: dict, roots: tuple[Path, ...]) -> KindRatio | None:
+    """Return how many times as long a step takes on the CPU kind of ``mine`` as on that of ``theirs`` (manifests'
+    ``hardware`` records), from the committed runs under ``roots``: for each configuration and arm with runs on both
+    kinds, the median step time of one kind's runs over the other's, over the steps both kinds logged; the median of
+    those ratios. None where no configuration was run on both kinds."""
+    sides: dict[tuple, tuple[list, list]] = {}
+    seen = set()
+    for root in roots:
+        for run_dir in (p.parent for p in sorted(Path(root).rglob(runs.MANIFEST)) if Path(root).is_dir()):
+            if run_dir.relative_to(root) in seen:
+                continue
+            seen.add(run_dir.relative_to(root))
+            try:
+                doc = runs.read_manifest(run_dir)
+            except (OSError, ValueError):
+                continue
+            hardware = doc.get("hardware") or {}
+            side = 0 if kind_distance(mine, hardware)[:3] == (0, 0, 0) else \
+                1 if kind_distance(theirs, hardware)[:3] == (0, 0, 0) else None
+            if side is not None:
+                sides.setdefault((runs.configuration_key(doc), _arm(doc)), ([], []))[side].append(step_times(run_dir)[0])
+    ratios = []
+    for own, other in sides.values():
+        common = set().union(*own) & set().union(*other) if own and other else set()
+        if common:
+            ratios.append(statistics.median(t[s] for t in own for s in common if s in t)
+                          / statistics.median(t[s] for t in other for s in common if s in t))
+    return KindRatio(statistics.median(ratios), len(ratios)) if ratios else None
+
+
 def same_run_kind(configuration: str, precision: dict) -> Callable[[dict], bool]:
     """Return a test of a committed manifest: is it a run of ``configuration`` (``runs.configuration_key``) and of the
     arm ``precision`` (a manifest's ``{"train": ..., "infer": ...}``)?"""
@@ -143,7 +191,8 @@ def estimate(hardware: dict, matches: Callable[[dict], bool], first_step: int, l
     manifest's record), read from the committed runs under ``roots`` whose manifest ``matches`` (its configuration and
     arm: ``same_run_kind``) and that logged every one of those steps, start-up added: of the nearest CPU kind, the runs
     that ran alone where any did, and of those the runs under the first of ``roots`` that holds any (a run found under
-    two roots at the same place counts once). None where no such committed run exists."""
+    two roots at the same place counts once). Runs of another CPU kind are scaled by ``kind_ratio`` where some
+    configuration was committed on both kinds. None where no such committed run exists."""
     found, seen = [], set()
     for rank, root in enumerate(roots):
         for run_dir in (p.parent for p in sorted(Path(root).rglob(runs.MANIFEST)) if Path(root).is_dir()):
@@ -170,6 +219,8 @@ def estimate(hardware: dict, matches: Callable[[dict], bool], first_step: int, l
         return None
     nearest = min(distance for distance, *_ in found)
     chosen = [f for f in found if f[0] == nearest]
-    return Estimate(statistics.median(s for _, s, _, _ in chosen), first_step, last_step,
-                    tuple(str(d) for _, _, d, _ in chosen), cpu_label(chosen[0][3].get("hardware") or {}),
-                    nearest[:3] == (0, 0, 0), bool(nearest[4]))
+    seconds, theirs = statistics.median(s for _, s, _, _ in chosen), chosen[0][3].get("hardware") or {}
+    same_kind = nearest[:3] == (0, 0, 0)
+    ratio = None if same_kind else kind_ratio(hardware, theirs, roots)
+    return Estimate(seconds * (ratio.ratio if ratio else 1.0), first_step, last_step,
+                    tuple(str(d) for _, _, d, _ in chosen), cpu_label(theirs), same_kind, bool(nearest[4]), ratio)

@@ -60,6 +60,22 @@ def test_published_runs_outrank_calibration_runs_of_their_kind_which_time_the_ki
     assert math.isclose(zen3.seconds, 240 + 10 * 80) and zen3.same_kind and "family 25 model 1)" in zen3.cpu
 
 
+def test_runs_of_another_kind_are_scaled_by_what_a_configuration_committed_on_both_kinds_measured(tmp_path):
+    fp16 = eta.same_run_kind("cfg", {"train": "fp16", "infer": "fp16"})
+    _committed(tmp_path, 42, EPYC_ZEN4, 50.0)
+    assert eta.kind_ratio(EPYC_ZEN3, EPYC_ZEN4, (tmp_path,)) is None  # nothing ran on both kinds: unscaled
+    assert math.isclose(eta.estimate(EPYC_ZEN3, fp16, 1, 10, (tmp_path,)).seconds, 740)
+    _committed(tmp_path, 1, EPYC_ZEN4, 40.0, config="both", steps=4)
+    _committed(tmp_path, 2, EPYC_ZEN3, 60.0, config="both", steps=3)  # steps 1-3 in common: 60 s against 40 s
+    _committed(tmp_path, 3, XEON, 5.0, config="both")  # a third kind counts on neither side
+    ratio = eta.kind_ratio(EPYC_ZEN3, EPYC_ZEN4, (tmp_path,))
+    assert math.isclose(ratio.ratio, 1.5) and ratio.configurations == 1
+    scaled = eta.estimate(EPYC_ZEN3, fp16, 1, 10, (tmp_path,))
+    assert math.isclose(scaled.seconds, 1.5 * (240 + 10 * 50)) and "scaled by 1.50" in scaled.describe()
+    same = eta.estimate(EPYC_ZEN4, fp16, 1, 10, (tmp_path,))  # a run of this kind is never scaled
+    assert math.isclose(same.seconds, 740) and "scaled" not in same.describe()
+
+
 def test_durations_read_as_minutes_then_hours_and_bad_lines_are_skipped(tmp_path):
     assert eta.format_duration(47 * 60) == "47 min" and eta.format_duration(4.1 * 3600) == "4.1 h"
     run_dir = _committed(tmp_path, 42, EPYC_ZEN4, 30.0, steps=2)
