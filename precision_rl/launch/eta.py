@@ -149,8 +149,9 @@ def kind_ratio(mine: dict, theirs: dict, roots: tuple[Path, ...]) -> KindRatio |
     for own, other in sides.values():
         common = set().union(*own) & set().union(*other) if own and other else set()
         if common:
-            ratios.append(statistics.median(t[s] for t in own for s in common if s in t)
-                          / statistics.median(t[s] for t in other for s in common if s in t))
+            theirs_s = statistics.median(t[s] for t in other for s in common if s in t)
+            if theirs_s > 0:
+                ratios.append(statistics.median(t[s] for t in own for s in common if s in t) / theirs_s)
     return KindRatio(statistics.median(ratios), len(ratios)) if ratios else None
 
 
