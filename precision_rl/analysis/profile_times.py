@@ -28,19 +28,11 @@ def _instrument_runs(roots: tuple[Path, ...], experiment: str) -> list[dict]:
     """Return the manifests under ``roots`` of tiny runs of ``experiment`` as registered now (no extra overrides) that
     name their CPU, a run committed under two roots once."""
     spec_raw = registry.load_experiment(experiment, TINY).raw
-    found, seen = [], set()
-    for root in roots:
-        for path in sorted(Path(root).rglob(runs.MANIFEST)) if Path(root).is_dir() else []:
-            if path.relative_to(root) in seen:
-                continue
-            seen.add(path.relative_to(root))
-            try:
-                doc = runs.read_manifest(path.parent)
-            except (OSError, ValueError):
-                continue  # an unreadable manifest names no CPU kind (make check reports it)
-            if doc.get("experiment") == experiment and doc.get("scale") == TINY \
-                    and (doc.get("hardware") or {}).get("cpu_id") and runs.made_from(doc, spec_raw):
-                found.append(doc)
+    found = []
+    for _, _, doc in eta.committed_runs(roots):
+        if doc.get("experiment") == experiment and doc.get("scale") == TINY \
+                and (doc.get("hardware") or {}).get("cpu_id") and runs.made_from(doc, spec_raw):
+            found.append(doc)
     return found
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -120,6 +120,24 @@ def overhead_s(doc: dict, per_attempt: dict[int, dict[int, float]]) -> float | N
     return max(0.0, wall - sum(per_attempt.get(0, {}).values()))
 
 
+def committed_runs(roots: tuple[Path, ...]) -> Iterator[tuple[int, Path, dict]]:
+    """Yield ``(index of its root, run directory, manifest)`` for each readable committed run under ``roots``, in
+    order; a run committed under two roots at the same place (a published run kept among the calibration runs) is
+    yielded once, from the first. An unreadable manifest is passed over: it times nothing, and an ETA never stops a
+    run."""
+    seen = set()
+    for rank, root in enumerate(roots):
+        for run_dir in (p.parent for p in sorted(Path(root).rglob(runs.MANIFEST)) if Path(root).is_dir()):
+            if run_dir.relative_to(root) in seen:
+                continue
+            seen.add(run_dir.relative_to(root))
+            try:
+                doc = runs.read_manifest(run_dir)
+            except (OSError, ValueError):
+                continue
+            yield rank, run_dir, doc
+
+
 def _arm(doc: dict) -> tuple:
     return (doc.get("precision") or {}).get("train"), (doc.get("precision") or {}).get("infer")
 
@@ -130,21 +148,12 @@ def kind_ratio(mine: dict, theirs: dict, roots: tuple[Path, ...]) -> KindRatio |
     kinds, the median step time of one kind's runs over the other's, over the steps both kinds logged; the median of
     those ratios. None where no configuration was run on both kinds."""
     sides: dict[tuple, tuple[list, list]] = {}
-    seen = set()
-    for root in roots:
-        for run_dir in (p.parent for p in sorted(Path(root).rglob(runs.MANIFEST)) if Path(root).is_dir()):
-            if run_dir.relative_to(root) in seen:
-                continue
-            seen.add(run_dir.relative_to(root))
-            try:
-                doc = runs.read_manifest(run_dir)
-            except (OSError, ValueError):
-                continue
-            hardware = doc.get("hardware") or {}
-            side = 0 if kind_distance(mine, hardware)[:3] == (0, 0, 0) else \
-                1 if kind_distance(theirs, hardware)[:3] == (0, 0, 0) else None
-            if side is not None:
-                sides.setdefault((runs.configuration_key(doc), _arm(doc)), ([], []))[side].append(step_times(run_dir)[0])
+    for _, run_dir, doc in committed_runs(roots):
+        hardware = doc.get("hardware") or {}
+        side = 0 if kind_distance(mine, hardware)[:3] == (0, 0, 0) else \
+            1 if kind_distance(theirs, hardware)[:3] == (0, 0, 0) else None
+        if side is not None:
+            sides.setdefault((runs.configuration_key(doc), _arm(doc)), ([], []))[side].append(step_times(run_dir)[0])
     ratios = []
     for own, other in sides.values():
         common = set().union(*own) & set().union(*other) if own and other else set()
@@ -194,28 +203,19 @@ def estimate(hardware: dict, matches: Callable[[dict], bool], first_step: int, l
     that ran alone where any did, and of those the runs under the first of ``roots`` that holds any (a run found under
     two roots at the same place counts once). Runs of another CPU kind are scaled by ``kind_ratio`` where some
     configuration was committed on both kinds. None where no such committed run exists."""
-    found, seen = [], set()
-    for rank, root in enumerate(roots):
-        for run_dir in (p.parent for p in sorted(Path(root).rglob(runs.MANIFEST)) if Path(root).is_dir()):
-            if run_dir.relative_to(root) in seen:
-                continue  # a run committed under two roots (a published run kept among the calibration runs) counts once
-            seen.add(run_dir.relative_to(root))
-            try:
-                doc = runs.read_manifest(run_dir)
-            except (OSError, ValueError):
-                continue  # an unreadable committed manifest times nothing; an ETA never stops a run
-            if not matches(doc):
-                continue
-            times, per_attempt = step_times(run_dir)
-            if not all(s in times for s in range(first_step, last_step + 1)):
-                continue
-            start = overhead_s(doc, per_attempt)
-            if start is None:
-                continue
-            seconds = start + sum(times[s] for s in range(first_step, last_step + 1))
-            shared = any(attempt.get("shared_with") for attempt in doc.get("attempts") or [])
-            found.append(((*kind_distance(hardware, doc.get("hardware") or {}), int(shared), rank), seconds, run_dir,
-                          doc))
+    found = []
+    for rank, run_dir, doc in committed_runs(roots):
+        if not matches(doc):
+            continue
+        times, per_attempt = step_times(run_dir)
+        if not all(s in times for s in range(first_step, last_step + 1)):
+            continue
+        start = overhead_s(doc, per_attempt)
+        if start is None:
+            continue
+        seconds = start + sum(times[s] for s in range(first_step, last_step + 1))
+        shared = any(attempt.get("shared_with") for attempt in doc.get("attempts") or [])
+        found.append(((*kind_distance(hardware, doc.get("hardware") or {}), int(shared), rank), seconds, run_dir, doc))
     if not found:
         return None
     nearest = min(distance for distance, *_ in found)
