@@ -25,7 +25,8 @@ LOGS_DIR = RESULTS_DIR / "logs"
 REFERENCE_DIR = RESULTS_DIR / "reference"
 # Committed logs of the tiny profile's calibration runs (extra overrides, often stopped before the end), which
 # results/calibration/NOTES.md describes: kept so that its tables can be read again from logs; no figure, result table
-# or check reads them. Their step times time new runs (``timing_run_roots``): some ran on CPU kinds no published run did.
+# or check reads them. Their step times time new runs (``timing_run_roots``): some ran on CPU kinds no published run
+# did.
 CALIBRATION_DIR = RESULTS_DIR / "calibration"
 # The committed dose of each synthetic logit-noise strength (precision_rl.mismatch.synthetic_dose).
 SYNTHETIC_DOSE_FILE = CALIBRATION_DIR / "synthetic_dose.json"

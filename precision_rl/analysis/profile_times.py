@@ -20,8 +20,9 @@ from precision_rl.console import render_table
 from precision_rl.launch import eta, runs
 from precision_rl.paths import timing_run_roots
 
-README_BLOCK = ReadmeBlock("<!-- profile times (tiny scale): written by `make published-results` from the committed runs -->",
-                           "<!-- end of profile times -->")
+README_BLOCK = ReadmeBlock(
+    "<!-- profile times (tiny scale): written by `make published-results` from the committed runs -->",
+    "<!-- end of profile times -->")
 
 
 def _instrument_runs(roots: tuple[Path, ...], experiment: str) -> list[dict]:
@@ -55,7 +56,8 @@ def profile_rows(roots: tuple[Path, ...], experiment: str = registry.INSTRUMENT_
         for arm in spec.arms:
             def matches(doc: dict, arm=arm, hardware=hardware) -> bool:
                 return doc.get("experiment") == experiment and (doc.get("precision") or {}).get("label") == arm.label \
-                    and runs.made_from(doc, spec.raw) and eta.kind_distance(hardware, doc.get("hardware") or {})[:3] == (0, 0, 0)
+                    and runs.made_from(doc, spec.raw) \
+                    and eta.kind_distance(hardware, doc.get("hardware") or {})[:3] == (0, 0, 0)
 
             cells = []
             for profile in (QUICK, CALIBRATED):
@@ -75,9 +77,9 @@ def section(roots: tuple[Path, ...], experiment: str = registry.INSTRUMENT_EXPER
     table = render_table(rows, ["arm", "CPU", f"{QUICK} (steps 1-{quick})", f"{CALIBRATED} (steps 1-{whole})"],
                          markdown=True) if rows else "(no committed run names its CPU)"
     return (f"Tiny scale (CPU): `make run EXP={experiment}` per profile, start-up included: the median over the "
-            "committed runs of each CPU kind (published, reference and calibration runs of the experiment as registered "
-            "now; their first attempt's start-up plus their logged step times; `launch/eta.py`). A kind or arm no such "
-            f"run timed is left out.\n\n{table}")
+            "committed runs of each CPU kind (published, reference and calibration runs of the experiment as "
+            "registered now; their first attempt's start-up plus their logged step times; `launch/eta.py`). A kind or "
+            f"arm no such run timed is left out.\n\n{table}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--readme", type=Path, help="a file holding the block, rewritten in place")
     parser.add_argument("--logs", type=Path, nargs="+", default=None,
-                        help="folders of committed runs (default: results/logs, results/reference, results/calibration)")
+                        help="folders of committed runs (default: results/logs, results/reference and "
+                             "results/calibration)")
     args = parser.parse_args(argv)
     body = section(tuple(args.logs) if args.logs else timing_run_roots())
     print(body)
