@@ -49,36 +49,37 @@ LAYER_REPEATS = 50  # timed calls of one decoding step's linear layers, the fast
 
 def quick_step_shares(hardware: dict) -> dict:
     """Return generation's share of a quick-profile step and the median step time, over the steps of the quick profile
-    of the committed STEP_COST_REFERENCE runs on the CPU kind nearest ``hardware``, with that kind and the runs read;
-    an empty dict where no committed run logged those steps."""
+    of the committed STEP_COST_REFERENCE runs (published, reference and calibration runs, a copy counted once) on the
+    CPU kind nearest ``hardware``, with that kind and the runs read; an empty dict where no committed run logged those
+    steps."""
     from statistics import median
 
     from precision_rl import metrics as M
     from precision_rl.config.registry import load_experiment
     from precision_rl.launch import runs
-    from precision_rl.launch.eta import kind_distance
-    from precision_rl.paths import committed_run_roots
+    from precision_rl.launch.eta import committed_runs, kind_distance
+    from precision_rl.paths import timing_run_roots
 
     experiment, arm = STEP_COST_REFERENCE
     last = load_experiment(experiment, "tiny").quick_steps
+    roots = timing_run_roots()
     found = []
-    for root in committed_run_roots():
-        arm_dir = runs.arm_dir(root, "tiny", experiment, arm)
-        for run_dir in sorted(p.parent for p in arm_dir.glob(f"*/{runs.MANIFEST}")) if arm_dir.is_dir() else []:
-            steps: dict[int, dict] = {}
-            for path in runs.attempt_files(run_dir):
-                for line in path.read_text().splitlines():
-                    try:
-                        record = json.loads(line)
-                        step = int(record["step"])
-                        steps[step] = {**steps.get(step, {}), **record["data"]}  # a resumed attempt adds to a step
-                    except (ValueError, KeyError, TypeError):
-                        continue
-            wanted = [steps.get(s, {}) for s in range(1, last + 1)]
-            if not all(M.STEP_TIME in d and M.TIMING_PREFIX + "gen" in d for d in wanted):
-                continue
-            doc = runs.read_manifest(run_dir)
-            found.append((kind_distance(hardware, doc.get("hardware") or {}), run_dir, doc, wanted))
+    for rank, run_dir, doc in committed_runs(roots):
+        if not run_dir.is_relative_to(runs.arm_dir(roots[rank], "tiny", experiment, arm)):
+            continue
+        steps: dict[int, dict] = {}
+        for path in runs.attempt_files(run_dir):
+            for line in path.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                    step = int(record["step"])
+                    steps[step] = {**steps.get(step, {}), **record["data"]}  # a resumed attempt adds to a step
+                except (ValueError, KeyError, TypeError):
+                    continue
+        wanted = [steps.get(s, {}) for s in range(1, last + 1)]
+        if not all(M.STEP_TIME in d and M.TIMING_PREFIX + "gen" in d for d in wanted):
+            continue
+        found.append((kind_distance(hardware, doc.get("hardware") or {}), run_dir, doc, wanted))
     if not found:
         return {}
     nearest = min(f[0] for f in found)

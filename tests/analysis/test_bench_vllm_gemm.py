@@ -19,6 +19,7 @@ def test_the_generation_share_comes_from_the_quick_steps_of_the_nearest_cpu_kind
     bench = load_benchmark("bench_vllm_gemm")
     monkeypatch.setenv(paths.REFERENCE_ENV, str(tmp_path / "reference"))
     monkeypatch.setenv(paths.LOGS_ENV, str(tmp_path / "logs"))
+    monkeypatch.setenv(paths.CALIBRATION_ENV, str(tmp_path / "calibration"))
     assert bench.quick_step_shares(hardware()) == {}  # nothing committed: no estimate
     experiment, arm = bench.STEP_COST_REFERENCE
     last = load_experiment(experiment, "tiny").quick_steps
@@ -35,6 +36,13 @@ def test_the_generation_share_comes_from_the_quick_steps_of_the_nearest_cpu_kind
     assert shares["generation_share"] == pytest.approx(0.3) and shares["step_s"] == pytest.approx(100.0)
     assert shares["same_cpu_kind"] and shares["steps"] == f"1-{last}" and len(shares["runs"]) == 2
     assert bench.quick_step_shares(other)["generation_share"] == pytest.approx(0.1)
+    zen2 = dict(here, cpu_id="AuthenticAMD family 23 model 49 stepping 0", matrix_flags=[])
+    write_run(tmp_path / "calibration", "tiny", experiment, arm, 42, [_steps(last, 40.0, 100.0)],
+              manifest={"hardware": zen2}, stamp="20260103T000000Z")  # a kind only the calibration runs were made on
+    write_run(tmp_path / "calibration", "tiny", experiment, arm, 42, [_steps(last, 30.0, 100.0)],
+              manifest={"hardware": here})  # the published seed-42 run, copied
+    assert bench.quick_step_shares(zen2)["generation_share"] == pytest.approx(0.4)
+    assert len(bench.quick_step_shares(here)["runs"]) == 2  # the published run's copy among the calibration runs
 
 
 def test_the_weight_re_quantization_is_timed_on_the_shipped_model(load_benchmark):
