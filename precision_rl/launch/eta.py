@@ -142,20 +142,26 @@ def _arm(doc: dict) -> tuple:
     return (doc.get("precision") or {}).get("train"), (doc.get("precision") or {}).get("infer")
 
 
+def _ran_alone(doc: dict) -> bool:
+    return not any(attempt.get("shared_with") for attempt in doc.get("attempts") or [])
+
+
 def kind_ratio(mine: dict, theirs: dict, roots: tuple[Path, ...]) -> KindRatio | None:
     """Return how many times as long a step takes on the CPU kind of ``mine`` as on that of ``theirs`` (manifests'
     ``hardware`` records), from the committed runs under ``roots``: for each configuration and arm with runs on both
-    kinds, the median step time of one kind's runs over the other's, over the steps both kinds logged; the median of
-    those ratios. None where no configuration was run on both kinds."""
+    kinds, the median step time of one kind's runs (those that ran alone, where any did) over the other's, over the
+    steps both kinds logged; the median of those ratios. None where no configuration was run on both kinds."""
     sides: dict[tuple, tuple[list, list]] = {}
     for _, run_dir, doc in committed_runs(roots):
         hardware = doc.get("hardware") or {}
         side = 0 if kind_distance(mine, hardware)[:3] == (0, 0, 0) else \
             1 if kind_distance(theirs, hardware)[:3] == (0, 0, 0) else None
         if side is not None:
-            sides.setdefault((runs.configuration_key(doc), _arm(doc)), ([], []))[side].append(step_times(run_dir)[0])
+            sides.setdefault((runs.configuration_key(doc), _arm(doc)), ([], []))[side].append(
+                (_ran_alone(doc), step_times(run_dir)[0]))
     ratios = []
-    for own, other in sides.values():
+    for both in sides.values():
+        own, other = ([times for alone, times in side if alone or not any(a for a, _ in side)] for side in both)
         common = set().union(*own) & set().union(*other) if own and other else set()
         if common:
             theirs_s = statistics.median(t[s] for t in other for s in common if s in t)
@@ -214,8 +220,8 @@ def estimate(hardware: dict, matches: Callable[[dict], bool], first_step: int, l
         if start is None:
             continue
         seconds = start + sum(times[s] for s in range(first_step, last_step + 1))
-        shared = any(attempt.get("shared_with") for attempt in doc.get("attempts") or [])
-        found.append(((*kind_distance(hardware, doc.get("hardware") or {}), int(shared), rank), seconds, run_dir, doc))
+        found.append(((*kind_distance(hardware, doc.get("hardware") or {}), int(not _ran_alone(doc)), rank), seconds,
+                      run_dir, doc))
     if not found:
         return None
     nearest = min(distance for distance, *_ in found)

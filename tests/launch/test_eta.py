@@ -15,16 +15,16 @@ XEON = {"cpu_model": "Intel Xeon", "cpu_id": "GenuineIntel family 6 model 143 st
         "matrix_flags": ["amx_bf16", "amx_tile", "avx2", "avx512_bf16", "avx512_fp16", "avx512f"]}
 
 
-def _committed(root, seed, hardware, step_s, precision="fp16", steps=10, wall_s=None, config="cfg"):
+def _committed(root, seed, hardware, step_s, precision="fp16", steps=10, wall_s=None, config="cfg", shared_with=()):
     """One committed run: ``steps`` steps of ``step_s`` seconds; its first attempt lasted ``wall_s`` (default: the
-    steps plus 240 s of start-up)."""
+    steps plus 240 s of start-up) beside the processes ``shared_with``."""
     wall_s = steps * step_s + 240 if wall_s is None else wall_s
     end = f"20260101T00{int(wall_s) // 60:02d}{int(wall_s) % 60:02d}Z"
     records = [{"step": s, "data": {STEP_TIME: step_s}} for s in range(1, steps + 1)]
     return write_run(root, "tiny", "sanity/grpo", precision, seed, [records], manifest={
         "hardware": hardware, runs.CONFIGURATION_FIELD: config,
         "attempts": [{"attempt": 0, "metrics": "metrics.jsonl", "started": "20260101T000000Z", "ended": end,
-                      "status": "finished"}]})
+                      "status": "finished", **({"shared_with": list(shared_with)} if shared_with else {})}]})
 
 
 def test_the_estimate_is_the_median_over_the_nearest_cpu_kind_with_its_start_up(tmp_path):
@@ -74,6 +74,11 @@ def test_runs_of_another_kind_are_scaled_by_what_a_configuration_committed_on_bo
     assert math.isclose(scaled.seconds, 1.5 * (240 + 10 * 50)) and "scaled by 1.50" in scaled.describe()
     same = eta.estimate(EPYC_ZEN4, fp16, 1, 10, (tmp_path,))  # a run of this kind is never scaled
     assert math.isclose(same.seconds, 740) and "scaled" not in same.describe()
+    _committed(tmp_path, 4, EPYC_ZEN4, 80.0, config="both", steps=3, shared_with=["pytest"])
+    assert math.isclose(eta.kind_ratio(EPYC_ZEN3, EPYC_ZEN4, (tmp_path,)).ratio, 1.5)  # a side's run that ran alone wins
+    _committed(tmp_path, 5, EPYC_ZEN3, 120.0, config="shared", steps=3, shared_with=["pytest"])
+    _committed(tmp_path, 6, EPYC_ZEN4, 60.0, config="shared", steps=3, shared_with=["pytest"])
+    assert math.isclose(eta.kind_ratio(EPYC_ZEN3, EPYC_ZEN4, (tmp_path,)).ratio, 1.75)  # no side ran alone: all count
 
 
 def test_durations_read_as_minutes_then_hours_and_bad_lines_are_skipped(tmp_path):
