@@ -173,20 +173,20 @@ lock: $(VENV)/.stamp-cpu ##- Regenerate requirements/{cpu,verl,gpu}.lock from re
 	$(VENV)/bin/uv pip compile requirements/verl.in --no-deps --python-version 3.11 $(LOCK_TARGET) -o requirements/verl.lock
 	$(VENV)/bin/uv pip compile requirements/gpu.in --python-version 3.12 $(LOCK_TARGET) -o requirements/gpu.lock
 
-# The fast tier runs on two pytest workers; the slow tier alone: its verl runs use both cores and check what they leave.
-FAST_TIER := $(PY) -m pytest -q -n 2 -m "not slow and not grid" tests
-
+# The fast tier runs on two pytest workers, vLLM engines included; the slow tier, the real verl runs, alone: they use
+# both cores and ~19 GiB three at a time, and check what they leave.
 TEST_RECORDS := .cache/test-record
-test: $(STAMP) ## The test suite (CPU): the fast tier, then the slow tier's real verl runs and vLLM engines
-	PRECISION_RL_TEST_TIER=fast PRECISION_RL_TEST_RECORD=$(TEST_RECORDS)/fast.json $(FAST_TIER) --durations=15
+test: $(STAMP) ## The test suite (CPU): the fast tier (vLLM engines included, two workers), then the real verl runs
+	PRECISION_RL_TEST_TIER=fast PRECISION_RL_TEST_RECORD=$(TEST_RECORDS)/fast.json \
+		$(PY) -m pytest -q -n 2 --durations=15 -m "not verl_runs and not grid" tests
 	PRECISION_RL_TEST_TIER=slow PRECISION_RL_TEST_RECORD=$(TEST_RECORDS)/slow.json \
-		$(PY) -m pytest -q --durations=15 -m "slow and not grid" tests
+		$(PY) -m pytest -q --durations=15 -m "verl_runs and not grid" tests
 
 test-record: test ##- make test, then commit its tiers' counts and times to results/test_record.json and the README blocks
 	@$(PY) -m precision_rl.analysis.test_record --from $(TEST_RECORDS)/fast.json $(TEST_RECORDS)/slow.json --write
 
-test-fast: $(STAMP) ## The fast tier only (no vLLM engine, no verl run): the edit-test loop
-	$(FAST_TIER)
+test-fast: $(STAMP) ## The unit tests only (no vLLM engine, no verl run, nothing marked slow): the edit-test loop
+	$(PY) -m pytest -q -n 2 -m "not slow and not grid" tests
 
 test-grid: $(STAMP) ##- Run every registered experiment x arm through verl for 2 steps at tiny scale (~2.5 min each)
 	$(PY) -m pytest -q -m grid tests/verl_ext/test_verl_runs.py

@@ -3,9 +3,9 @@ exactly as ``make sanity-fp16`` launches it, with the project's extensions.
 
 The runs use the shipped tiny model and a small generated problem set; verl's custom-reward hook loads
 ``parity_reward.py`` (a reward with a spread in every group, whatever the model answers). Each run is 2 steps of a
-shrunken profile. ``make test`` runs the GRPO pair (FP16, and BF16 with the emulated bf16 GEMM) side by side, then
-FP16 GRPO once more, SIGKILLed after step 1 and resumed: the rerun must log the same metrics and generate the same
-samples as the first run. The pair is the regression gate: it must stay in the band of the committed 2-step runs of
+shrunken profile. ``make test`` runs the GRPO pair (FP16, and BF16 with the emulated bf16 GEMM) side by side, and
+later FP16 GRPO once more, SIGKILLed after step 1 and resumed: the rerun must log the same metrics and generate the
+same samples as the first run. The pair is the regression gate: it must stay in the band of the committed 2-step runs of
 its configuration (``results/reference/``), and repeat them exactly where its numerics are theirs. One run per other
 algorithm family, and every registered arm, run in ``make test-grid``.
 """
@@ -43,7 +43,7 @@ from precision_rl.verl_ext.engine import scaler_state_path
 from precision_rl.verl_ext.rollout import STOP_KEY
 from precision_rl.verl_ext.settings import GEMM_ENV
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.verl_runs]
 
 REWARD = Path(__file__).with_name("parity_reward.py")
 REWARD_LOG_ENV = "PRECISION_RL_TEST_REWARD_LOG"
@@ -74,23 +74,23 @@ REQUIRED = [M.REWARD, M.RESPONSE_LENGTH, M.GRAD_NORM, M.ENTROPY, "actor/pg_loss"
 # One run per code path of the extensions: the clipped-ratio losses with the fp16 scaler and without (in `make test`),
 # the bypass mode of the PG algorithms with stop strings, DAPO's reward manager and group filter, LoRA with token TIS
 # (in `make test-grid`, with GSPO and the other registered arms). Each costs ~2 min on 2 cores, nearly all of it the
-# start of verl's and vLLM's processes, so `make test` starts its runs in concurrent groups where it can: the GRPO pair,
-# the ladder's three rungs; the rerun's two attempts run alone.
+# start of verl's and vLLM's processes, one process after another, so `make test` starts its runs in concurrent groups
+# of at most three (each run holds ~6 GiB).
 GRID = pytest.mark.grid
 FAMILIES = [pytest.param(e, a, marks=marks, id=f"{e}-{a}") for e, a, marks in (
     ("sanity/grpo", "fp16", ()), ("sanity/grpo", "bf16", ()), ("sanity/pg_seq_mis", "bf16", GRID),
     ("dense14b/dapo", "bf16", GRID), ("lora/grpo_token_tis", "bf16", GRID))]
-# Each group starts at the same moment, as `make sanity-fp16 & make sanity-bf16` would: all must finish, sharing
-# nothing.
-CONCURRENT = [[("sanity/grpo", "fp16"), ("sanity/grpo", "bf16")],
-              [("dense14b/dapo", "bf16"), ("lora/grpo_token_tis", "bf16")],
-              [("ladder/synthetic_s2", "fp16"), ("ladder/synthetic_s2_control", "fp16"),
-               ("ladder/grpo", "train_fp16-infer_fp8_e4m3")]]
 SAVE_EVERY_STEP = "trainer.save_freq=1"
-# Run once in the concurrent group, then again alone, SIGKILLed once step 1 is logged and resumed with RESUME=1: the
-# merged steps of its two attempts must repeat the first run's in every metric but timings.
+# Run once in its group and again in another, SIGKILLed once step 1 is logged and resumed with RESUME=1: the merged
+# steps of its two attempts must repeat the first run's in every metric but timings.
 REPEATED = ("sanity/grpo", "fp16")
-# The concurrent GRPO pair (and the rerun) compute with bf16 GEMMs emulated (both engines), whatever this CPU has.
+RERUN = (*REPEATED, "rerun")  # the rerun, as a member of a group
+# Each group starts at the same moment, as `make sanity-fp16 & make sanity-bf16` would: all must finish, sharing
+# nothing. The rerun starts first in its group: its kill and resumed start-up overlap the others' steps.
+CONCURRENT = [[("sanity/grpo", "fp16"), ("sanity/grpo", "bf16"), ("ladder/grpo", "train_fp16-infer_fp8_e4m3")],
+              [RERUN, ("ladder/synthetic_s2", "fp16"), ("ladder/synthetic_s2_control", "fp16")],
+              [("dense14b/dapo", "bf16"), ("lora/grpo_token_tis", "bf16")]]
+# The GRPO pair and the rerun compute with bf16 GEMMs emulated (both engines), whatever this CPU has.
 GROUP_ENV = {GEMM_ENV["bf16"]: "emulated"}
 # `PRECISION_RL_WRITE_REFERENCE=1 pytest -m slow -k regression_gate tests/verl_ext/test_verl_runs.py` replaces the
 # committed 2-step reference runs of this machine's numerics (runs.numerics_key) with this machine's, and keeps those of
@@ -131,11 +131,12 @@ def verl_run(home):
     patch.setenv(paths.RUNS_ENV, str(home / "runs"))
 
     def run(experiment: str, arm: str, *more: str) -> Path:
+        """Return the run directory of (experiment, arm), running it (with its group) where not yet run."""
         for group in CONCURRENT:
             if (experiment, arm) in group and (experiment, arm) not in done:
                 done.update(_run_concurrently(home, group))
         if (experiment, arm) not in done:
-            patch.setenv(REWARD_LOG_ENV, str(home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl"))
+            patch.setenv(REWARD_LOG_ENV, str(_reward_log(home, experiment, arm, "first")))
             shm_before = {p.name for p in SHM_DIR.iterdir()}
             argv = ["run", experiment, "--scale", "tiny", "--precision", arm, "--watchdog", "600", "--",
                     *SMALL, *EXTRA.get(experiment, []), *more]
@@ -145,44 +146,109 @@ def verl_run(home):
             done[(experiment, arm)] = run_dir
         return done[(experiment, arm)]
 
+    def rerun() -> Path:
+        """Return the run directory of REPEATED's rerun (killed after step 1 and resumed), running its group where not
+        yet run."""
+        if RERUN not in done:
+            done.update(_run_concurrently(home, next(g for g in CONCURRENT if RERUN in g)))
+        return done[RERUN]
+
+    run.rerun = rerun
     yield run
     patch.undo()
 
 
 def _launch(home: Path, experiment: str, arm: str, *more: str, seed: int = 42,
-            env: dict[str, str] | None = None) -> subprocess.Popen:
-    """Start ``python -m precision_rl run`` for one arm in a process of its own (as `make` does)."""
+            env: dict[str, str] | None = None, attempt: str = "first") -> subprocess.Popen:
+    """Start ``python -m precision_rl run`` for one arm in a process of its own (as `make` does), its output going to
+    ``_output(home, experiment, arm, attempt)`` (a pipe nobody reads while the test waits on another run would fill
+    and stop it)."""
     argv = [sys.executable, "-m", "precision_rl", "run", experiment, "--scale", "tiny", "--precision", arm,
             "--seed", str(seed), "--watchdog", "600", "--", *SMALL, *EXTRA.get(experiment, []), *more]
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT), **(env or {}),
-               **{REWARD_LOG_ENV: str(home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl")})
-    return subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+               **{REWARD_LOG_ENV: str(_reward_log(home, experiment, arm, attempt))})
+    with open(_output(home, experiment, arm, attempt), "wb") as output:
+        return subprocess.Popen(argv, env=env, cwd=REPO_ROOT, stdout=output, stderr=subprocess.STDOUT)
 
 
-def _run_concurrently(home: Path, arms: list[tuple[str, str]]) -> dict[tuple[str, str], Path]:
-    """Run ``arms`` at the same time; return their run directories once every one has finished and cleaned up."""
+def _reward_log(home: Path, experiment: str, arm: str, attempt: str) -> Path:
+    """Return the file parity_reward.py logs a run's responses to."""
+    return home / f"reward-{experiment.replace('/', '.')}-{arm}-{attempt}.jsonl"
+
+
+def _output(home: Path, experiment: str, arm: str, attempt: str) -> Path:
+    """Return the file a launcher's console output goes to."""
+    return home / f"launcher-{experiment.replace('/', '.')}-{arm}-{attempt}.log"
+
+
+def _tail(path: Path) -> str:
+    return path.read_bytes()[-3000:].decode(errors="replace")
+
+
+def _run_concurrently(home: Path, group: list[tuple[str, ...]]) -> dict[tuple[str, ...], Path]:
+    """Run ``group``'s members at the same time (RERUN first, killed after step 1 and resumed while the others run);
+    return their run directories once every one has finished and cleaned up."""
     shm_before = {p.name for p in SHM_DIR.iterdir()}
-    env = GROUP_ENV if REPEATED in arms else None
-    procs = {arm: _launch(home, *arm, f"trainer.rollout_data_dir={_rollouts(home, *arm, 'first')}", env=env)
-             for arm in arms}
-    outputs = {arm: proc.communicate(timeout=1800)[0].decode(errors="replace") for arm, proc in procs.items()}
-    for arm, proc in procs.items():
-        assert proc.returncode == 0, f"{arm} failed beside {len(arms) - 1} other run(s):\n{outputs[arm][-3000:]}"
-    dirs = {arm: runs.latest_run_dir(home / "runs", "tiny", *arm, 42) for arm in arms}
+    arms = [m for m in group if m != RERUN]
+    earlier = {arm: set(runs.arm_dir(home / "runs", "tiny", *arm).glob("s42-*")) for arm in arms}
+    procs: dict[tuple[str, ...], subprocess.Popen] = {}
+    dirs: dict[tuple[str, ...], Path] = {}
+    try:
+        rerun = _launch_rerun(home, *REPEATED, env=GROUP_ENV) if RERUN in group else None
+        if rerun:
+            procs[RERUN] = rerun[0]
+        for arm in arms:
+            procs[arm] = _launch(home, *arm, f"trainer.rollout_data_dir={_rollouts(home, *arm, 'first')}",
+                                 env=GROUP_ENV if arm in GATED else None)
+        if rerun:
+            dirs[RERUN] = _kill_then_resume(home, *REPEATED, env=GROUP_ENV, launched=rerun)
+        for arm in arms:
+            procs[arm].wait(timeout=1800)
+    except BaseException:
+        _stop(procs.values())
+        raise
+    for arm in arms:
+        assert procs[arm].returncode == 0, \
+            f"{arm} failed beside {len(group) - 1} other run(s):\n{_tail(_output(home, *arm, 'first'))}"
+        dirs[arm], = set(runs.arm_dir(home / "runs", "tiny", *arm).glob("s42-*")) - earlier[arm]
     for run_dir in dirs.values():
         _assert_nothing_left(run_dir, shm_before)
     return dirs
 
 
-def _kill_then_resume(home: Path, experiment: str, arm: str, env: dict[str, str]) -> Path:
-    """Run (experiment, arm) again, SIGKILL its launcher once step 1 is logged and dumped, check what the guardian and
-    the readers do, resume; return the new run directory."""
-    shm_before = {p.name for p in SHM_DIR.iterdir()}
+def _stop(launchers) -> None:
+    """Stop ``launchers`` still running as Ctrl-C would (each cleans up its run), killing any that does not end."""
+    for launcher in launchers:
+        if launcher.poll() is None:
+            launcher.send_signal(signal.SIGINT)
+    for launcher in launchers:
+        try:
+            launcher.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            launcher.kill()
+            launcher.wait()
+
+
+def _rerun_overrides(home: Path, experiment: str, arm: str) -> list[str]:
+    """Return the rerun's overrides beyond SMALL: a checkpoint every step, its samples dumped apart."""
+    return [SAVE_EVERY_STEP, f"trainer.rollout_data_dir={_rollouts(home, experiment, arm, 'rerun')}"]
+
+
+def _launch_rerun(home: Path, experiment: str, arm: str, env: dict[str, str]) -> tuple[subprocess.Popen, set[Path]]:
+    """Start (experiment, arm) again; return its launcher and the run directories of that name made before it."""
+    earlier = set(runs.arm_dir(home / "runs", "tiny", experiment, arm).glob("s42-*"))
+    return _launch(home, experiment, arm, *_rerun_overrides(home, experiment, arm), env=env, attempt="rerun"), earlier
+
+
+def _kill_then_resume(home: Path, experiment: str, arm: str, env: dict[str, str],
+                      launched: tuple[subprocess.Popen, set[Path]]) -> Path:
+    """SIGKILL the rerun ``launched`` by _launch_rerun once step 1 is logged and dumped, check what the guardian and
+    the readers do, resume; return its run directory. The caller checks, once its whole group has ended, that no
+    shared-memory segment outlived the attempts (a neighbour ending at the moment of a check would show its own)."""
     arm_dir = runs.arm_dir(home / "runs", "tiny", experiment, arm)
-    earlier = set(arm_dir.glob("s42-*"))
+    launcher, earlier = launched
     dump = _rollouts(home, experiment, arm, "rerun")
-    more = [SAVE_EVERY_STEP, f"trainer.rollout_data_dir={dump}"]
-    launcher = _launch(home, experiment, arm, *more, env=env)
+    more = _rerun_overrides(home, experiment, arm)
     samples_per_step = int(_override("data.train_batch_size")) * int(_override("actor_rollout_ref.rollout.n"))
 
     def step_one_done() -> Path | None:
@@ -197,8 +263,8 @@ def _kill_then_resume(home: Path, experiment: str, arm: str, env: dict[str, str]
     while not step_one_done() and launcher.poll() is None and time.monotonic() < deadline:
         time.sleep(0.5)
     if launcher.poll() is not None:
-        output = launcher.communicate()[0].decode(errors="replace")
-        pytest.fail(f"the rerun ended by itself (exit {launcher.returncode}) before its kill:\n{output[-3000:]}")
+        pytest.fail(f"the rerun ended by itself (exit {launcher.returncode}) before its kill:\n"
+                    f"{_tail(_output(home, experiment, arm, 'rerun'))}")
     os.kill(launcher.pid, signal.SIGKILL)
     launcher.wait()
     run_dir = step_one_done()
@@ -207,7 +273,7 @@ def _kill_then_resume(home: Path, experiment: str, arm: str, env: dict[str, str]
     while runs.read_manifest(run_dir)["status"] != "killed" and time.monotonic() < deadline:
         time.sleep(1)
     assert [a["status"] for a in runs.read_manifest(run_dir)["attempts"]] == ["killed"]
-    _assert_nothing_left(run_dir, shm_before)
+    _assert_no_process_left(run_dir)
     with open(run_dir / "metrics.jsonl", "a") as fh:  # what a kill in the middle of a write leaves
         fh.write('{"step": 2, "data": {"' + M.REWARD[:10])
     with warnings.catch_warnings(record=True) as caught:
@@ -216,15 +282,14 @@ def _kill_then_resume(home: Path, experiment: str, arm: str, env: dict[str, str]
     assert any("truncated" in str(w.message) for w in caught)
     argv = ["run", experiment, "--scale", "tiny", "--precision", arm, "--resume", "--watchdog", "600", "--",
             *SMALL, *EXTRA.get(experiment, []), *more]
-    shm_before = {p.name for p in SHM_DIR.iterdir()}
     patch = pytest.MonkeyPatch()
-    for name, value in {**env, REWARD_LOG_ENV: str(home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl")}.items():
+    for name, value in {**env, REWARD_LOG_ENV: str(_reward_log(home, experiment, arm, "rerun"))}.items():
         patch.setenv(name, value)
     try:
         assert cli.main(argv) == 0
     finally:
         patch.undo()
-    _assert_nothing_left(run_dir, shm_before)
+    _assert_no_process_left(run_dir)
     return run_dir
 
 
@@ -234,19 +299,22 @@ def _override(key: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def rerun(verl_run, home):
-    """Return the run directories of REPEATED's first run (in the concurrent group) and of its rerun (alone, killed
-    after step 1 and resumed)."""
-    first = verl_run(*REPEATED)
-    return first, _kill_then_resume(home, *REPEATED, env=GROUP_ENV)
+def rerun(verl_run):
+    """Return the run directories of REPEATED's first run and of its rerun (both in the concurrent group; the rerun
+    killed after step 1 and resumed)."""
+    return verl_run(*REPEATED), verl_run.rerun()
 
 
-def _assert_nothing_left(run_dir: Path, shm_before: set[str]) -> None:
+def _assert_no_process_left(run_dir: Path) -> None:
     manifest = runs.read_manifest(run_dir)
     ray_dir = manifest["command"].split("RAY_TMPDIR=")[1].split()[0]
     assert not Path(ray_dir).exists()
     left = [p.pid for p in psutil.process_iter(["cmdline"]) if ray_dir in " ".join(p.info["cmdline"] or [])]
     assert not left, f"processes of the run outlived it: {left}"
+
+
+def _assert_nothing_left(run_dir: Path, shm_before: set[str]) -> None:
+    _assert_no_process_left(run_dir)
     # A neighbouring run's segments (CI beside a run) are held by its live processes; the run's own are not.
     assert not orphaned_shm(shm_before), "shared-memory segments outlived the run"
 
@@ -289,8 +357,7 @@ def test_two_verl_steps(verl_run, home, experiment, arm):
         assert (data[M.LOSS_SCALE] > 1) is (arm == "fp16")
     assert any(k.startswith("val-core/tiny_sanity_val/") for k in steps[2])
     assert _changed(SHIPPED_DIR, run_dir), "no parameter changed in two steps"
-    logged = [json.loads(line) for line in (home / f"reward-{experiment.replace('/', '.')}-{arm}.jsonl")
-              .read_text().splitlines()]
+    logged = [json.loads(line) for line in _reward_log(home, experiment, arm, "first").read_text().splitlines()]
     assert logged and all(isinstance(x["truncated"], bool) for x in logged), "the reward function was not told about truncation"
     if EXTRA.get(experiment) == STOP:
         _assert_generation_stopped_at_the_stop_strings([x["response"] for x in logged], SHIPPED_DIR)
@@ -376,7 +443,7 @@ def test_the_regression_gate_holds_the_grpo_pair_to_the_committed_two_step_runs(
 
 
 def test_a_rerun_repeats_every_metric_and_each_sample_is_drawn_on_its_own(rerun, home):
-    """Same seed, machine and code: the rerun (alone, after the first ran beside its BF16 twin; killed after step 1
+    """Same seed, machine and code: the rerun (in another group of concurrent runs than the first; killed after step 1
     and resumed) logs the same value of every metric but the machine's time and memory, and generates the same
     samples; the samples of one group differ from each other (each has its own seed, where verl's full_determinism
     would give all of them one)."""
