@@ -126,12 +126,6 @@ def tiny_models_root() -> Path:
     return cache_root() / "tiny-model"
 
 
-def inductor_cache_root() -> Path:
-    """Return the folder TorchInductor caches its compiled kernels in for every run the suite starts
-    (``TORCHINDUCTOR_CACHE_DIR``)."""
-    return cache_root() / "torchinductor"
-
-
 def vllm_cache_root() -> Path:
     """Return the folder vLLM caches into (``VLLM_CACHE_ROOT`` for every run the suite starts)."""
     return cache_root() / "vllm"

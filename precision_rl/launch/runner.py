@@ -39,16 +39,7 @@ from precision_rl.launch.overrides import (
     verl_overrides,
 )
 from precision_rl.metrics import PROBS_DIFF_ABS_MEAN, REWARD, TOKEN_KL_K3
-from precision_rl.paths import (
-    DATA_ENV,
-    REPO_ROOT,
-    cache_root,
-    data_root,
-    inductor_cache_root,
-    runs_root,
-    timing_run_roots,
-    vllm_cache_root,
-)
+from precision_rl.paths import DATA_ENV, REPO_ROOT, cache_root, data_root, runs_root, timing_run_roots
 from precision_rl.tiny.data import instrument_record
 from precision_rl.verl_ext.cpu.overrides import cpu_platform_env, cpu_platform_overrides
 
@@ -149,21 +140,16 @@ def run_env(run_dir: Path, attempt: int, metrics_path: Path, on_cpu: bool) -> di
     """Return the environment variables a run sets (on top of the caller's environment).
 
     Everything a run writes outside its directory goes to the attempt's own temp folder, which the launcher removes
-    when the attempt ends: Ray's session, vLLM's IPC sockets, Python's temp files. Two runs at the same time
-    therefore share no socket or temp file. They share two caches, which outlive the attempt and which their
-    libraries write atomically, for processes that write at the same time: TorchInductor's
-    (``paths.inductor_cache_root``), the kernels of verl's compiled log-prob and entropy functions
-    (``actor.use_torch_compile``), which every run would otherwise compile again with a C++ compiler at its first
-    update; and vLLM's (``paths.vllm_cache_root``), where its model registry keeps what it learnt of a model class
-    in a subprocess that imports torch and vLLM again (``vllm.model_executor.models.registry``, vLLM 0.32).
+    when the attempt ends: Ray's session, vLLM's IPC sockets and cache, Python's temp files. Two runs at the same
+    time therefore share no socket, cache file or temp file; the price is that vLLM's compile cache does not carry
+    over from one run to the next.
     """
     temp = ray_temp_dir(run_dir, attempt)
     env = {
         FILE_LOGGER_ENV: str(metrics_path),
         "RAY_TMPDIR": str(temp),
         "TMPDIR": str(temp),
-        "TORCHINDUCTOR_CACHE_DIR": str(inductor_cache_root()),
-        "VLLM_CACHE_ROOT": str(vllm_cache_root()),
+        "VLLM_CACHE_ROOT": str(temp / "vllm"),
         "TOKENIZERS_PARALLELISM": "false",
         "VLLM_NO_USAGE_STATS": "1",
         "HF_HUB_DISABLE_TELEMETRY": "1",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -591,39 +590,3 @@ def test_an_orphaned_segment_is_reported_and_a_held_one_is_not(tmp_path):
         assert orphan.name in orphaned_shm(before)
     finally:
         orphan.unlink(missing_ok=True)
-
-
-def test_runs_share_torchinductors_cache_which_would_otherwise_go_with_each_attempts_temp_folder(tmp_path, monkeypatch):
-    """torch 2.13 puts Inductor's cache under TMPDIR (torch._inductor.runtime.cache_dir_utils.cache_dir), which a
-    run points at its attempt's temp folder: each run would compile verl's kernels again. The run's environment
-    names the project cache instead, which outlives the attempt, and vLLM's cache beside it."""
-    monkeypatch.setenv(paths.CACHE_ENV, str(tmp_path / "cache"))
-    env = launch.run_env(tmp_path / "run", 0, tmp_path / "run" / "metrics.jsonl", on_cpu=True)
-    probe = "from torch._inductor.runtime.cache_dir_utils import cache_dir; print(cache_dir())"
-    base = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
-
-    def cache_dir(extra: dict[str, str]) -> Path:
-        out = subprocess.run([sys.executable, "-c", probe], env={**base, **extra}, capture_output=True, text=True,
-                             check=True)
-        return Path(out.stdout.strip())
-
-    Path(env["TMPDIR"]).mkdir(parents=True)  # as the launcher makes it (tempfile passes over a missing folder)
-    try:
-        assert cache_dir({"TMPDIR": env["TMPDIR"]}).is_relative_to(env["TMPDIR"])
-    finally:
-        shutil.rmtree(env["TMPDIR"])
-    assert cache_dir(env) == paths.inductor_cache_root() == tmp_path / "cache" / "torchinductor"
-    assert Path(env["VLLM_CACHE_ROOT"]) == paths.vllm_cache_root() == tmp_path / "cache" / "vllm"
-
-
-@pytest.mark.slow
-def test_vllms_model_registry_keeps_what_it_learnt_of_the_model_class_under_its_cache_root(tmp_path):
-    """vLLM 0.32 inspects a model class in a subprocess that imports torch and vLLM again, and keeps the answer under
-    VLLM_CACHE_ROOT (vllm.model_executor.models.registry._LazyRegisteredModel): with the root in the project cache a
-    run's engine reads it instead."""
-    architecture = json.loads((SHIPPED_DIR / "config.json").read_text())["architectures"][0]
-    probe = ("from vllm.model_executor.models.registry import ModelRegistry; "
-             f"assert ModelRegistry._try_inspect_model_cls({architecture!r}) is not None")
-    subprocess.run([sys.executable, "-c", probe], env={**os.environ, "VLLM_CACHE_ROOT": str(tmp_path)}, check=True,
-                   capture_output=True)
-    assert [p.name for p in (tmp_path / "modelinfos").iterdir() if p.name.endswith(f"-{architecture}.json")]
