@@ -86,7 +86,7 @@ SAVE_EVERY_STEP = "trainer.save_freq=1"
 REPEATED = ("sanity/grpo", "fp16")
 RERUN = (*REPEATED, "rerun")  # the rerun, as a member of a group
 # Each group starts at the same moment, as `make sanity-fp16 & make sanity-bf16` would: all must finish, sharing
-# nothing. The rerun starts first in its group: its kill and resumed start-up overlap the others' steps.
+# nothing. The rerun starts first in its group, so that its kill and its resumed start-up come as early as they can.
 CONCURRENT = [[("sanity/grpo", "fp16"), ("sanity/grpo", "bf16"), ("ladder/grpo", "train_fp16-infer_fp8_e4m3")],
               [RERUN, ("ladder/synthetic_s2", "fp16"), ("ladder/synthetic_s2_control", "fp16")],
               [("dense14b/dapo", "bf16"), ("lora/grpo_token_tis", "bf16")]]
