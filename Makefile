@@ -174,7 +174,7 @@ lock: $(VENV)/.stamp-cpu ##- Regenerate requirements/{cpu,verl,gpu}.lock from re
 	$(VENV)/bin/uv pip compile requirements/gpu.in --python-version 3.12 $(LOCK_TARGET) -o requirements/gpu.lock
 
 # The fast tier runs on two pytest workers, vLLM engines included; the slow tier, the real verl runs, alone: they use
-# both cores and ~19 GiB three at a time, and check what they leave.
+# both cores and ~6 GiB each (three at a time at most), and check what they leave.
 TEST_RECORDS := .cache/test-record
 test: $(STAMP) ## The test suite (CPU): the fast tier (vLLM engines included, two workers), then the real verl runs
 	PRECISION_RL_TEST_TIER=fast PRECISION_RL_TEST_RECORD=$(TEST_RECORDS)/fast.json \
