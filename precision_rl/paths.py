@@ -127,8 +127,14 @@ def tiny_models_root() -> Path:
 
 
 def vllm_cache_root() -> Path:
-    """Return the folder vLLM caches into (``VLLM_CACHE_ROOT`` for every run the suite starts)."""
+    """Return the project's copy of vLLM's cache (``VLLM_CACHE_ROOT`` of the in-process engines; what runs seed
+    their own from, ``launch.caches``)."""
     return cache_root() / "vllm"
+
+
+def inductor_cache_root() -> Path:
+    """Return the project's copy of TorchInductor's cache, which runs seed their own from (``launch.caches``)."""
+    return cache_root() / "torchinductor"
 
 
 def shared_data_dir() -> Path:

@@ -25,6 +25,7 @@ from precision_rl.config.registry import DEFAULT_SEEDS, ExperimentSpec
 from precision_rl.config.scale import PAPER, TINY, ScaleDecision
 from precision_rl.errors import UserError
 from precision_rl.launch import eta, neighbours, runs
+from precision_rl.launch.caches import attempt_cache_env, keep_new_entries, seed_attempt_caches
 from precision_rl.launch.guards import bf16_weight_sync_problem
 from precision_rl.launch.overrides import (
     FILE_LOGGER_ENV,
@@ -140,16 +141,16 @@ def run_env(run_dir: Path, attempt: int, metrics_path: Path, on_cpu: bool) -> di
     """Return the environment variables a run sets (on top of the caller's environment).
 
     Everything a run writes outside its directory goes to the attempt's own temp folder, which the launcher removes
-    when the attempt ends: Ray's session, vLLM's IPC sockets and cache, Python's temp files. Two runs at the same
-    time therefore share no socket, cache file or temp file; the price is that vLLM's compile cache does not carry
-    over from one run to the next.
+    when the attempt ends: Ray's session, vLLM's IPC sockets, Python's temp files, and TorchInductor's and vLLM's
+    caches, seeded from the project's copies and added to them when the attempt finishes (``caches``). Two runs at
+    the same time therefore share no socket, cache file or temp file.
     """
     temp = ray_temp_dir(run_dir, attempt)
     env = {
         FILE_LOGGER_ENV: str(metrics_path),
         "RAY_TMPDIR": str(temp),
         "TMPDIR": str(temp),
-        "VLLM_CACHE_ROOT": str(temp / "vllm"),
+        **attempt_cache_env(temp),
         "TOKENIZERS_PARALLELISM": "false",
         "VLLM_NO_USAGE_STATS": "1",
         "HF_HUB_DISABLE_TELEMETRY": "1",
@@ -481,6 +482,15 @@ def _subprocess_env(plan: RunPlan) -> dict[str, str]:
     return dict(os.environ, **plan.env, PYTHONPATH=f"{REPO_ROOT}{os.pathsep}{path}" if path else str(REPO_ROOT))
 
 
+def _caches_step(plan: RunPlan, step, what: str) -> None:
+    """Apply ``step`` (seed or keep, ``caches``) to the attempt's caches; a cache that cannot be read or written costs
+    a recompile, never the run, so an OSError is a warning."""
+    try:
+        step(plan.ray_temp_dir)
+    except OSError as error:
+        print(f"warning: {plan.name}: could not {what}: {error}", file=sys.stderr)
+
+
 def execute(plan: RunPlan) -> int:
     """Run ``plan`` (or print its command when ``dry_run``); return its exit code.
 
@@ -511,11 +521,14 @@ def execute(plan: RunPlan) -> int:
             print(f"warning: {plan.name}: {neighbours.shared_line(list(beside.values()), neighbours.available_gib(), now=True)}",
                   file=sys.stderr)
         plan.ray_temp_dir.mkdir(parents=True, exist_ok=True)
+        _caches_step(plan, seed_attempt_caches, "seed its compile caches from the project's")
         outcome = supervise([sys.executable, *plan.argv[1:]], _subprocess_env(plan), plan.run_dir,
                             plan.run_dir / runs.TRAIN_LOG, plan.metrics_path,
                             total_steps=last_step or None, desc=plan.name,
                             watchdog_s=plan.watchdog_s, ray_temp_dir=plan.ray_temp_dir, postfix_keys=PROGRESS_KEYS,
-                            run_dir=plan.run_dir, attempt=plan.attempt)
+                            run_dir=plan.run_dir, attempt=plan.attempt,
+                            on_finished=lambda: _caches_step(plan, keep_new_entries,
+                                                             "add its compile-cache entries to the project's"))
     except InterruptedRun as stop:
         record = stop.outcome
         finish_attempt(plan, "interrupted", record.exit_code, reason=record.reason,

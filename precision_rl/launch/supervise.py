@@ -19,6 +19,7 @@ import sys
 import tarfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -370,13 +371,14 @@ def _postfix(data: dict, keys: dict[str, str]) -> str:
 def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, metrics_path: Path, *,
               total_steps: int | None, desc: str, watchdog_s: float | None, ray_temp_dir: Path | None,
               postfix_keys: dict[str, str] | None = None, run_dir: Path | None = None,
-              attempt: int | None = None) -> Outcome:
+              attempt: int | None = None, on_finished: Callable[[], None] | None = None) -> Outcome:
     """Run ``argv`` until it ends, the watchdog fires, or the user interrupts; clean up; return the Outcome.
 
     A KeyboardInterrupt (Ctrl-C, or SIGTERM turned into one by the CLI) stops the run, cleans up, and is re-raised
     after the outcome is recorded in the returned object's place: callers catch it and record "interrupted".
     A guardian process (``precision_rl.launch.guardian``) cleans up instead when this process dies without doing it, and
-    then records attempt ``attempt`` of ``run_dir`` as killed.
+    then records attempt ``attempt`` of ``run_dir`` as killed. ``on_finished`` is called once a run that exited 0 of
+    itself has been cleaned up, before ``ray_temp_dir`` is removed.
     """
     shm_before = _shm_entries()
     tail: collections.deque[str] = collections.deque(maxlen=200)
@@ -448,6 +450,8 @@ def supervise(argv: list[str], env: dict[str, str], cwd: Path, log_path: Path, m
         killed = tree.kill_all() if tree is not None else 0
         killed += _kill_unheld_children(children_before, {p.pid for p in (proc, guardian) if p is not None})
         ray_logs = None
+        if on_finished is not None and status is None and code == 0:
+            on_finished()
         if ray_temp_dir is not None:
             if run_dir is not None and (status is not None or code != 0):
                 ray_logs = keep_ray_logs(ray_temp_dir, run_dir / RAY_LOGS.format(attempt=attempt or 0))

@@ -385,6 +385,19 @@ def test_make_heldout_turns_the_last_checkpoint_into_the_trained_model(verl_run,
     assert written and all(torch.equal(v, trained[k].float()) for k, v in written.items())
 
 
+def test_finished_runs_leave_their_compiled_kernels_and_model_records_to_the_next(verl_run):
+    """Each run compiles into caches of its own, seeded from the project's (``launch.caches``): once the first group
+    has finished, the project's caches hold TorchInductor's compiled code of verl's ``torch.compile``d functions and
+    vLLM's record of the model class, which the next group starts from."""
+    from precision_rl.launch.caches import VLLM_SHARED_PARTS
+
+    verl_run("sanity/grpo", "fp16")
+    architecture = json.loads((SHIPPED_DIR / "config.json").read_text())["architectures"][0]
+    assert list(paths.inductor_cache_root().rglob("*.so")), "no compiled kernel reached the project's cache"
+    assert list(paths.inductor_cache_root().glob("fxgraph/**/*")), "no FX graph reached the project's cache"
+    assert [p for part in VLLM_SHARED_PARTS for p in (paths.vllm_cache_root() / part).rglob(f"*-{architecture}.json")]
+
+
 def test_fp16_and_bf16_manifests_differ_only_in_precision(verl_run):
     fp16, bf16 = (runs.read_manifest(verl_run("sanity/grpo", arm)) for arm in ("fp16", "bf16"))
     differ = set(fp16["verl_overrides"]) ^ set(bf16["verl_overrides"])
