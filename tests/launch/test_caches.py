@@ -15,7 +15,6 @@ from precision_rl.config.registry import load_experiment
 from precision_rl.config.scale import ScaleDecision
 from precision_rl.launch import caches
 from precision_rl.launch import runner as launch
-from precision_rl.tiny.shipped import SHIPPED_DIR
 
 
 @pytest.fixture(autouse=True)
@@ -81,50 +80,23 @@ def test_a_finished_attempt_adds_its_entries_and_a_failed_one_adds_none(isolated
     assert not plan.ray_temp_dir.exists()
 
 
-def test_torch_keeps_inductors_cache_under_tmpdir_unless_told_where(isolated):
-    """torch 2.13 puts TorchInductor's cache under TMPDIR (``torch._inductor.runtime.cache_dir_utils.cache_dir``),
-    which a run points at its attempt's temp folder; TORCHINDUCTOR_CACHE_DIR, which the run sets to its seeded
-    cache, wins."""
-    temp = isolated / "attempt"
-    temp.mkdir()
-    probe = "from torch._inductor.runtime.cache_dir_utils import cache_dir; print(cache_dir())"
-    base = {k: v for k, v in os.environ.items() if k != caches.INDUCTOR_ENV}
-
-    def cache_dir(extra: dict[str, str]) -> Path:
-        out = subprocess.run([sys.executable, "-c", probe], env={**base, **extra}, capture_output=True, text=True,
-                             check=True)
-        return Path(out.stdout.strip())
-
-    assert cache_dir({"TMPDIR": str(temp)}).is_relative_to(temp)
-    env = caches.attempt_cache_env(temp)
-    assert cache_dir({"TMPDIR": str(temp), **env}) == Path(env[caches.INDUCTOR_ENV])
-
-
-def test_torch_would_precompile_its_cpu_kernel_header_under_tmpdir_which_the_run_turns_off(isolated):
-    """torch 2.13 precompiles the header of its C++ kernels into TMPDIR (``torch._inductor.codecache._HEADER_DIR``),
-    outside the seeded cache, before it looks a kernel up (``CppCodeCache.load``): the run's environment turns the
-    precompiling off (``config.cpp_cache_precompile_headers``), so that a warm cache compiles nothing."""
+def test_torch_would_keep_its_compile_caches_under_tmpdir_which_the_run_points_elsewhere_or_turns_off(isolated):
+    """torch 2.13 puts TorchInductor's cache under TMPDIR (``torch._inductor.runtime.cache_dir_utils.default_cache_dir``),
+    which a run points at its attempt's temp folder: TORCHINDUCTOR_CACHE_DIR, which the run sets to its seeded cache,
+    wins. The header torch precompiles for its C++ kernels stays under TMPDIR whatever that variable says
+    (``torch._inductor.codecache._HEADER_DIR``) and is built before a kernel is looked up (``CppCodeCache.load``):
+    the run's environment turns the precompiling off (``config.cpp_cache_precompile_headers``), so that a warm cache
+    compiles nothing."""
     temp = isolated / "attempt"
     temp.mkdir()
     env = caches.attempt_cache_env(temp)
     probe = ("import json; from torch._inductor import codecache, config; "
-             "print(json.dumps([codecache._HEADER_DIR, config.cpp_cache_precompile_headers]))")
+             "from torch._inductor.runtime.cache_dir_utils import cache_dir, default_cache_dir; "
+             "print(json.dumps([default_cache_dir(), cache_dir(), codecache._HEADER_DIR, "
+             "config.cpp_cache_precompile_headers]))")
     out = subprocess.run([sys.executable, "-c", probe], env={**os.environ, "TMPDIR": str(temp), **env},
                          capture_output=True, text=True, check=True)
-    header_dir, precompiles = json.loads(out.stdout)
-    assert Path(header_dir).is_relative_to(temp) and not Path(header_dir).is_relative_to(env[caches.INDUCTOR_ENV])
+    default, chosen, header_dir, precompiles = json.loads(out.stdout)
+    assert Path(default).is_relative_to(temp) and Path(chosen) == Path(env[caches.INDUCTOR_ENV])
+    assert Path(header_dir).is_relative_to(default) and not Path(header_dir).is_relative_to(chosen)
     assert precompiles is False
-
-
-@pytest.mark.slow
-def test_vllms_model_registry_keeps_what_it_learnt_of_the_model_class_in_the_shared_part(tmp_path):
-    """vLLM 0.32 inspects a model class in a subprocess that imports torch and vLLM again, and keeps the answer under
-    VLLM_CACHE_ROOT (``vllm.model_executor.models.registry._LazyRegisteredModel``), in the part of it that runs
-    carry over (``caches.VLLM_SHARED_PARTS``)."""
-    architecture = json.loads((SHIPPED_DIR / "config.json").read_text())["architectures"][0]
-    probe = ("from vllm.model_executor.models.registry import ModelRegistry; "
-             f"assert ModelRegistry._try_inspect_model_cls({architecture!r}) is not None")
-    subprocess.run([sys.executable, "-c", probe], env={**os.environ, caches.VLLM_ENV: str(tmp_path)}, check=True,
-                   capture_output=True)
-    kept = [p.relative_to(tmp_path) for p in tmp_path.rglob(f"*-{architecture}.json")]
-    assert kept and all(p.parts[0] in caches.VLLM_SHARED_PARTS for p in kept), kept

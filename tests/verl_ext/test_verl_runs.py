@@ -388,7 +388,8 @@ def test_make_heldout_turns_the_last_checkpoint_into_the_trained_model(verl_run,
 def test_finished_runs_leave_their_compiled_kernels_and_model_records_to_the_next(verl_run):
     """Each run compiles into caches of its own, seeded from the project's (``launch.caches``): once the first group
     has finished, the project's caches hold TorchInductor's compiled code of verl's ``torch.compile``d functions and
-    vLLM's record of the model class, which the next group starts from."""
+    vLLM's record of the model class (vLLM 0.32 writes it under VLLM_CACHE_ROOT, in the part runs carry over, from
+    ``vllm.model_executor.models.registry._LazyRegisteredModel``), which the next group starts from."""
     from precision_rl.launch.caches import VLLM_SHARED_PARTS
 
     verl_run("sanity/grpo", "fp16")
