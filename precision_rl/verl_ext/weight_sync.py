@@ -52,39 +52,41 @@ def _ray_ids() -> tuple[str, str]:
     return context.get_job_id(), context.get_node_id()
 
 
-def scope_sender(module) -> None:
-    """Wrap ``ServerAdapter.__init__`` in ``module`` (verl's vLLM rollout adapter, the sending end) so that its
-    ``zmq_handle`` names the node-scoped job id."""
-    adapter = module.ServerAdapter
-    original = adapter.__init__
+def _run_after_init(cls, after) -> None:
+    """Make ``cls.__init__`` call ``after(instance)`` once verl's own ``__init__`` has returned (idempotent)."""
+    original = cls.__init__
     if getattr(original, _PATCHED, False):
         return
 
     @functools.wraps(original)
     def __init__(self, *args, **kwargs):
         original(self, *args, **kwargs)
-        self.zmq_handle = scoped_handle(self.zmq_handle, *_ray_ids())
+        after(self)
 
     setattr(__init__, _PATCHED, True)
-    adapter.__init__ = __init__
+    cls.__init__ = __init__
+
+
+def _scope_adapter_handle(adapter) -> None:
+    adapter.zmq_handle = scoped_handle(adapter.zmq_handle, *_ray_ids())
+
+
+def _pass_scoped_job_id(server) -> None:
+    job_id, node_id = _ray_ids()
+    if os.environ.get(JOB_ID_ENV) != job_id:
+        raise RuntimeError(f"verl's vLLM server no longer passes the Ray job id in {JOB_ID_ENV}: the extension in "
+                           f"{__name__} needs updating")
+    os.environ[JOB_ID_ENV] = scoped_job_id(job_id, node_id)
+
+
+def scope_sender(module) -> None:
+    """Wrap ``ServerAdapter.__init__`` in ``module`` (verl's vLLM rollout adapter, the sending end) so that its
+    ``zmq_handle`` names the node-scoped job id."""
+    _run_after_init(module.ServerAdapter, _scope_adapter_handle)
 
 
 def scope_receiver(module) -> None:
     """Wrap ``vLLMHttpServer.__init__`` in ``module`` (verl's vLLM server actor, whose vLLM processes receive) so
-    that the job id it passes them names the node too; raise RuntimeError when verl no longer passes it."""
-    server = module.vLLMHttpServer
-    original = server.__init__
-    if getattr(original, _PATCHED, False):
-        return
-
-    @functools.wraps(original)
-    def __init__(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        job_id, node_id = _ray_ids()
-        if os.environ.get(JOB_ID_ENV) != job_id:
-            raise RuntimeError(f"verl's vLLM server no longer passes the Ray job id in {JOB_ID_ENV}: the extension "
-                               f"in {__name__} needs updating")
-        os.environ[JOB_ID_ENV] = scoped_job_id(job_id, node_id)
-
-    setattr(__init__, _PATCHED, True)
-    server.__init__ = __init__
+    that the job id it passes them names the node too; the wrapped ``__init__`` raises RuntimeError when verl no
+    longer passes it."""
+    _run_after_init(module.vLLMHttpServer, _pass_scoped_job_id)
