@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import os
 
-SENDER_MODULE = "verl.workers.rollout.vllm_rollout.vllm_rollout"  # ServerAdapter (vLLMHttpServer: rollout.SERVER_MODULE)
+SENDER_MODULE = "verl.workers.rollout.vllm_rollout.vllm_rollout"  # ServerAdapter; vLLMHttpServer: rollout.SERVER_MODULE
 JOB_ID_ENV = "VERL_RAY_JOB_ID"  # read by the receiver (verl.workers.rollout.vllm_rollout.utils, verl 0.9.1)
 NODE_ID_DIGITS = 12
 WRAPPED_MARK = "_precision_rl_scoped"  # set on a wrapped __init__
