@@ -228,7 +228,7 @@ def cmd_span(args) -> int:
     steps = parse_range(args.steps)
     table = _table(args)
     chosen = select_runs(table.runs, args.run or None, args.scale, args.profile)
-    print(span_table(replace(table, runs=chosen), steps))
+    print(span_table(replace(table, runs=chosen), steps, tuple(args.metric)))
     return 0
 
 
@@ -363,6 +363,9 @@ def add_parsers(sub) -> None:
     span.add_argument("run", nargs="*", help="run names, experiment names, globs or run directories (default: all)")
     span.add_argument("--steps", required=True, metavar="FIRST-LAST", help="the steps, both included, e.g. 76-225")
     span.add_argument("--scale", default="auto", choices=SCALE_CHOICES, help="only runs at this scale (auto: all)")
+    span.add_argument("--metric", action="append", default=[], metavar="NAME",
+                      help="also the mean (median) over the range of this logged metric, e.g. actor/grad_norm "
+                           "(repeatable)")
     _add_source(span)
     _add_profile(span, None)
     span.set_defaults(func=cmd_span)

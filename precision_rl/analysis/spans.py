@@ -5,7 +5,7 @@ Per run: the training reward per step (mean and sd over the range), its trailing
 steps (lowest and highest in the range, and the first step of the run at which it reaches the sanity pass mark
 ``checks.SANITY_REWARD``), the validation score at the last validated step in the range, and the medians over the
 range of the step time and its phases, of the mismatch (mean |π − μ|, k3 KL), of the entropy and of the response
-length.
+length; and for any logged metric asked for by name (``--metric``), its mean and median over the range.
 
 Every column after the first is also read against the first, step by step, over the steps both logged in the range:
 the correlation of their per-step training rewards and the mean and sd of the difference (this run minus the first).
@@ -95,6 +95,17 @@ def span_column(index: SeriesIndex, scale: str, run: str, experiment: str, span:
     return column
 
 
+def metric_label(metric: str) -> str:
+    """Return the row label of a metric asked for by name."""
+    return f"{metric}: mean (median)"
+
+
+def metric_cell(series: pd.Series | None, span: StepRange) -> str:
+    """Return the mean and median of ``series`` over ``span`` as text ("n/a" when nothing is logged there)."""
+    values = span.cut(series)
+    return f"{_number(float(values.mean()))} ({_number(float(values.median()))})" if len(values) else "n/a"
+
+
 def paired_column(reference: pd.Series, other: pd.Series) -> list[str]:
     """Return, over the steps both per-step series hold, the number of such steps, the correlation of the two and
     the mean (sd) of ``other - reference``, as text in the order of ``PAIRED_LABELS``."""
@@ -121,14 +132,22 @@ def span_labels() -> list[str]:
             *(label for label, _ in _MEDIANS)]
 
 
-def span_table(table: RunTable, span: StepRange) -> str:
-    """Return the statistics over ``span`` of every run of ``table``: one column per run, one row per statistic."""
+def span_table(table: RunTable, span: StepRange, metrics: tuple[str, ...] = ()) -> str:
+    """Return the statistics over ``span`` of every run of ``table``: one column per run, one row per statistic,
+    then one row per metric named in ``metrics`` (a UserError for a name no chosen run logged)."""
     if table.runs.empty:
         raise UserError("no runs to summarize")
     index = SeriesIndex(table.metrics)
     runs = list(table.runs.itertuples(index=False))
-    columns = [span_column(index, str(r.scale), str(r.run), str(r.experiment), span) for r in runs]
-    labels = span_labels()
+    logged = frozenset().union(*(index.logged(str(r.scale), str(r.run)) for r in runs))
+    unknown = [name for name in metrics if name not in logged]
+    if unknown:
+        close = sorted(n for n in logged if any(part in n for u in unknown for part in u.split("/") if part))[:8]
+        raise UserError(f"no chosen run logged {', '.join(unknown)}"
+                        + (f"; logged names that look alike: {', '.join(close)}" if close else ""))
+    columns = [span_column(index, str(r.scale), str(r.run), str(r.experiment), span)
+               + [metric_cell(index.get(str(r.scale), str(r.run), name), span) for name in metrics] for r in runs]
+    labels = [*span_labels(), *(metric_label(name) for name in metrics)]
     if len(runs) > 1:
         per_step = [span.cut(index.quantity(str(r.scale), str(r.run), M.REWARD_Q)) for r in runs]
         for column, series in zip(columns[1:], per_step[1:], strict=True):

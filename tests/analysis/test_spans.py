@@ -109,3 +109,18 @@ def test_span_table_of_two_runs_pairs_the_second_with_the_first(root):
     single = spans.span_table(logs.load_runs([root / "tiny" / "sanity" / "grpo" / "fp16"], progress=False),
                               spans.parse_range("1-20"))
     assert spans.PAIRED_LABELS[0] not in single
+
+
+def test_a_metric_asked_for_by_name_is_averaged_over_the_range_only(root, capsys):
+    from precision_rl.analysis.synthetic import write_run
+
+    records = [{"step": s, "data": {M.REWARD: reward(s), "actor/grad_norm": float(s)}} for s in range(1, 21)]
+    write_run(root, "tiny", "sanity/grpo", "fp16", 42, [records])
+    text = spans.span_table(logs.load_runs([root / "tiny" / "sanity" / "grpo" / "fp16"], progress=False),
+                            spans.parse_range("3-6"), ("actor/grad_norm",))
+    row = next(line for line in text.splitlines() if line.startswith(spans.metric_label("actor/grad_norm")))
+    assert row.split()[-2:] == ["4.5", "(4.5)"]
+    assert main(["span", "sanity/grpo", "--runs", str(root), "--steps", "1-20", "--metric", "actor/grad_norm"]) == 0
+    assert capsys.readouterr().out.count("actor/grad_norm: mean (median)") == 1
+    assert main(["span", "sanity/grpo", "--runs", str(root), "--steps", "1-20", "--metric", "actor/grad"]) == 2
+    assert "no chosen run logged actor/grad; logged names that look alike: actor/grad_norm" in capsys.readouterr().err
