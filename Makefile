@@ -74,7 +74,7 @@ N ?=
 MAX_TOKENS ?=
 #> PAIRS=self|all|<train>-<infer>,...   make mismatch: the pairs to compare (on a CPU infer may be fp8_e4m3, fp8_e5m2, fp4_e2m1)
 PAIRS ?= self
-#> ARGS='...'                   the arguments of a study tool (solve-rates, synthetic-dose, mismatch-spread)
+#> ARGS='...'                   the arguments of a study tool (solve-rates, synthetic-dose, token-weights, mismatch-spread)
 ARGS ?=
 #> BENCH_ARGS='...'             the arguments of make bench-tiny, e.g. '--seeds 42 1 7 --rerun'
 BENCH_ARGS ?=
@@ -386,7 +386,7 @@ bench-analysis: | $(STAMP) ##- Benchmark: 1,000,000 synthetic metric values -> t
 MISMATCH_FLAGS = --dtypes '$(DTYPES)' --pairs '$(PAIRS)' $(if $(MODEL),--model '$(MODEL)') \
 	$(if $(DATA),--data '$(DATA)') $(if $(N),--n $(N)) $(if $(MAX_TOKENS),--max-tokens $(MAX_TOKENS)) \
 	$(if $(filter 1 true yes,$(OVERWRITE)),--overwrite)
-.PHONY: mismatch mismatch-length mismatch-width mismatch-long mismatch-formats bench-mismatch
+.PHONY: mismatch mismatch-length mismatch-width mismatch-long mismatch-formats synthetic-dose token-weights mismatch-spread bench-mismatch
 
 mismatch: $(STAMP) ## Offline mismatch (Fig. 5): vLLM mu vs HF pi per dtype [MODEL=...] -> runs/mismatch/
 	@out=$$(VLLM_CPU_KVCACHE_SPACE=$${VLLM_CPU_KVCACHE_SPACE:-1} $(PY) -m precision_rl mismatch $(MISMATCH_FLAGS)) && \
@@ -408,6 +408,9 @@ mismatch-formats: $(STAMP) ##- The mismatch ladder's real rungs offline: the shi
 
 synthetic-dose: $(STAMP) ##- Study: the per-sequence KL[mu||pi] each synthetic logit-noise strength carries on the tiny sanity set [ARGS='--sigmas 1,2,3 --out FILE'] -> runs/mismatch/
 	$(PY) -m precision_rl.mismatch.synthetic_dose $(ARGS)
+
+token-weights: $(STAMP) ##- Study: where GRPO-Token-TIS's weights min(pi/mu, C) fall at a rung's synthetic dose, and how much of the batch's gradient they keep [ARGS='--experiment ladder/synthetic_s3_grpo_token_tis --seed 42 --out FILE'] -> runs/mismatch/
+	$(PY) -m precision_rl.mismatch.token_weights $(ARGS)
 
 mismatch-spread: $(STAMP) ##- Study: a small batch's mismatch statistics over sampling seeds on the CPU platform's engines [DTYPES='bf16 fp16'] [SEEDS='0 1 ...'] [ARGS='--temperature 1 --log-softmax fp32'] -> runs/mismatch/
 	$(PY) -m precision_rl.mismatch.batch_spread --dtypes $(DTYPES) $(if $(SEEDS),--seeds $(SEEDS)) $(ARGS)

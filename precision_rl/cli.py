@@ -332,6 +332,7 @@ TOOLS = {
     "precision_rl.mismatch.long_answers": "mismatch of a long-answer tiny model (make mismatch-long)",
     "precision_rl.mismatch.formats": "the mismatch ladder's real rungs offline (make mismatch-formats)",
     "precision_rl.mismatch.synthetic_dose": "each synthetic logit-noise strength's dose (make synthetic-dose)",
+    "precision_rl.mismatch.token_weights": "where GRPO-Token-TIS's weights fall at a synthetic dose (make token-weights)",
     "precision_rl.mismatch.width": "mismatch of wider tiny models (make mismatch-width)",
     "precision_rl.tiny.solve_rates": "success rate by chain length of a tiny model (make solve-rates)",
 }

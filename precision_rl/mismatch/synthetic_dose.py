@@ -79,12 +79,24 @@ def _left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torc
     return ids, mask
 
 
+@dataclass(frozen=True)
+class TokenStep:
+    """One decoding step of the responses still being written: which rows, and per row the sampled token's log π and
+    log μ and the norm of the gradient of log π(token) with respect to the logits, ‖e_token − π‖ / T."""
+
+    rows: np.ndarray
+    log_pi: np.ndarray
+    log_mu: np.ndarray
+    logit_grad_norm: np.ndarray
+
+
 @torch.no_grad()
 def sample_with_noise(model, prompts: list[list[int]], sigma: float, noise_seed: int, temperature: float,
-                      max_tokens: int, eos_id: int, generator: torch.Generator
+                      max_tokens: int, eos_id: int, generator: torch.Generator, trace: list[TokenStep] | None = None
                       ) -> tuple[list[list[int]], np.ndarray, np.ndarray, np.ndarray]:
     """Return the responses sampled from μ = softmax((z + σ·noise) / T) for ``prompts`` (one row each), and per
-    response Σ_t (log μ − log π), Σ_t k3 and its token count (π = softmax(z / T), the clean policy)."""
+    response Σ_t (log μ − log π), Σ_t k3 and its token count (π = softmax(z / T), the clean policy). With ``trace``,
+    one TokenStep per decoding step is appended to it."""
     ids, mask = _left_pad(prompts, eos_id)
     rows = len(prompts)
     hashes = torch.tensor([prefix_hash(p) for p in prompts], dtype=torch.int64)
@@ -102,6 +114,14 @@ def sample_with_noise(model, prompts: list[list[int]], sigma: float, noise_seed:
         token = torch.multinomial(log_mu.exp(), 1, generator=generator).squeeze(1)
         ratio = (log_pi.gather(1, token[:, None]) - log_mu.gather(1, token[:, None])).squeeze(1).double().numpy()
         live = alive.numpy()
+        if trace is not None:
+            pi = log_pi.double().exp()
+            pi_token = pi.gather(1, token[:, None]).squeeze(1)
+            grad_norm = (1 - 2 * pi_token + pi.square().sum(1)).clamp(min=0).sqrt() / temperature
+            rows = np.flatnonzero(live)
+            trace.append(TokenStep(rows, log_pi.gather(1, token[:, None]).squeeze(1).double().numpy()[rows],
+                                   log_mu.gather(1, token[:, None]).squeeze(1).double().numpy()[rows],
+                                   grad_norm.numpy()[rows]))
         k1[live] -= ratio[live]
         k3[live] += np.expm1(ratio[live]) - ratio[live]
         lengths[live] += 1
@@ -119,13 +139,24 @@ def sample_with_noise(model, prompts: list[list[int]], sigma: float, noise_seed:
     return responses, k1, k3, lengths
 
 
-def measure(settings: DoseSettings, sigmas: tuple[float, ...], progress=print) -> list[DosePoint]:
-    """Return one DosePoint per strength, each from ``settings.prompts`` × ``settings.n`` fresh samples."""
+@dataclass
+class Problems:
+    """The model in fp32 and the problems it answers: one prompt per sample (``n`` per problem, consecutive)."""
+
+    model: object
+    tokenizer: object
+    prompts: list[list[int]]
+    truths: list[str]
+    template: str
+
+
+def load_problems(settings: DoseSettings) -> Problems:
+    """Return the model of ``settings`` and its first ``settings.prompts`` problems, each repeated ``settings.n``
+    times; a UserError when the model folder cannot be loaded."""
     import pandas as pd
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from precision_rl.mismatch.prompts import data_path
-    from precision_rl.reward.grader import grade_batch
 
     if settings.data == DEFAULT_DATA:
         from precision_rl.tiny.data import ensure_datasets
@@ -148,18 +179,33 @@ def measure(settings: DoseSettings, sigmas: tuple[float, ...], progress=print) -
         prompts += [list(map(int, ids))] * settings.n
         truths += [row["reward_model"]["ground_truth"]] * settings.n
         templates.append(row["extra_info"]["template"])
-    eos_id = tokenizer.eos_token_id
+    return Problems(model, tokenizer, prompts, truths, templates[0])
+
+
+def sample_and_grade(problems: Problems, settings: DoseSettings, sigma: float, trace: list[TokenStep] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Return, per sample drawn at strength ``sigma`` (the sampler seeded by ``settings.seed``), Σ_t (log μ − log π),
+    Σ_t k3, its token count and its reward (1 when the grader scores it correct, else 0)."""
+    from precision_rl.reward.grader import grade_batch
+
+    eos_id = problems.tokenizer.eos_token_id
+    generator = torch.Generator().manual_seed(settings.seed)
+    responses, k1, k3, lengths = sample_with_noise(problems.model, problems.prompts, sigma, settings.seed,
+                                                   settings.temperature, settings.max_tokens, eos_id, generator, trace)
+    texts = problems.tokenizer.batch_decode(responses, skip_special_tokens=True)
+    truncated = [len(r) >= settings.max_tokens and r[-1] != eos_id for r in responses]
+    grades = grade_batch(texts, problems.truths, problems.template, truncated)
+    return k1, k3, lengths, np.array([float(g.acc) for g in grades])
+
+
+def measure(settings: DoseSettings, sigmas: tuple[float, ...], progress=print) -> list[DosePoint]:
+    """Return one DosePoint per strength, each from ``settings.prompts`` × ``settings.n`` fresh samples."""
+    problems = load_problems(settings)
     points = []
     for sigma in sigmas:
-        generator = torch.Generator().manual_seed(settings.seed)
-        responses, k1, k3, lengths = sample_with_noise(model, prompts, sigma, settings.seed, settings.temperature,
-                                                       settings.max_tokens, eos_id, generator)
-        texts = tokenizer.batch_decode(responses, skip_special_tokens=True)
-        truncated = [len(r) >= settings.max_tokens and r[-1] != eos_id for r in responses]
-        grades = grade_batch(texts, truths, templates[0], truncated)
-        point = DosePoint(sigma, len(prompts), float(lengths.mean()), float(k1.mean()),
-                          float(k1.std(ddof=1) / math.sqrt(len(k1))), float(k3.mean()),
-                          float(np.mean([g.acc for g in grades])))
+        k1, k3, lengths, rewards = sample_and_grade(problems, settings, sigma)
+        point = DosePoint(sigma, len(k1), float(lengths.mean()), float(k1.mean()),
+                          float(k1.std(ddof=1) / math.sqrt(len(k1))), float(k3.mean()), float(rewards.mean()))
         progress(f"sigma {sigma:g}: KL[mu||pi] per sequence {point.sequence_kl:.3g} ± {point.sequence_kl_sem:.2g}, "
                  f"accuracy {point.accuracy:.3f}")
         points.append(point)
