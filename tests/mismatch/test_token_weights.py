@@ -78,7 +78,10 @@ def test_the_trace_holds_the_sampled_tokens_log_ratios_and_logit_gradients():
     assert ((grads >= 0) & (grads <= np.sqrt(2))).all()
 
 
-def test_the_study_follows_the_experiment_and_writes_a_record_it_never_overwrites(tmp_path, capsys):
+def test_the_study_follows_the_experiment_and_writes_a_record_it_never_overwrites(tmp_path, capsys, monkeypatch):
+    from precision_rl.paths import DATA_ENV
+
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / "data"))
     out = tmp_path / "weights.json"
     argv = ["--prompts", "2", "--out", str(out)]
     assert W.main(argv) == 0
@@ -88,6 +91,7 @@ def test_the_study_follows_the_experiment_and_writes_a_record_it_never_overwrite
     assert result["sequences"] == 32, "two prompts x the experiment's 16 samples each"
     assert 0 < result["mean_weight"] <= 2 and 0 <= result["mass_kept"] <= 2
     assert record["command"][-len(argv):] == argv and "cpu" in json.dumps(record["hardware"]).lower()
+    assert (tmp_path / "data").is_dir(), "the experiment's training set is built where the data root points"
     before = out.read_text()
     assert W.main(argv) == 2
     assert out.read_text() == before and "exists" in capsys.readouterr().err
