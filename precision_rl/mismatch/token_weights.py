@@ -34,6 +34,7 @@ from precision_rl.paths import mismatch_root
 
 COMMAND = "python -m precision_rl.mismatch.token_weights"
 DEFAULT_EXPERIMENT = "ladder/synthetic_s3_grpo_token_tis"
+TOKEN_WEIGHTED = "grpo_token_tis"  # the one algorithm of precision_rl.config.algorithms that weighs each token by min(π/μ, C)
 WEIGHT_EDGES = (0.1, 0.5, 1.0)  # the bins of w below the cap: [0, 0.1), [0.1, 0.5), [0.5, 1), [1, C), then w = C
 
 
@@ -129,7 +130,7 @@ class StudySettings:
 def experiment_dose(name: str) -> tuple[DoseSettings, float, float, bool]:
     """Return the sampling settings (with the shipped model and the first prompts of the experiment's training set),
     the dose σ, the cap C and whether advantages divide by the group's std, all read from the registry at tiny
-    scale; a UserError for an experiment without a rollout dose or without a cap."""
+    scale; a UserError for an experiment without a rollout dose or whose algorithm does not weigh tokens."""
     from precision_rl.config.registry import load_experiment
     from precision_rl.tiny.shipped import SHIPPED_DIR
 
@@ -138,8 +139,9 @@ def experiment_dose(name: str) -> tuple[DoseSettings, float, float, bool]:
     if not hyper.rollout_logit_noise or hyper.logit_noise_in_trainer:
         raise UserError(f"{name} carries no mismatch to weigh (it needs hyper.rollout_logit_noise > 0 on the rollout "
                         f"alone, not a control); e.g. {DEFAULT_EXPERIMENT}")
-    if hyper.is_threshold is None:
-        raise UserError(f"{name} has no importance-ratio cap (hyper.is_threshold); e.g. {DEFAULT_EXPERIMENT}")
+    if spec.algorithm != TOKEN_WEIGHTED:
+        raise UserError(f"{name} runs {spec.algorithm}, whose weights are not per token or not capped: the study weighs "
+                        f"the tokens of {TOKEN_WEIGHTED} (e.g. {DEFAULT_EXPERIMENT})")
     settings = DoseSettings(str(SHIPPED_DIR), spec.data.train, 0, hyper.rollout_n, hyper.temperature,
                             hyper.max_response_length, 0)
     return settings, float(hyper.rollout_logit_noise), float(hyper.is_threshold), bool(hyper.norm_adv_by_std)

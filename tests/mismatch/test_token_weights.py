@@ -100,10 +100,11 @@ def test_the_study_follows_the_experiment_and_writes_a_record_it_never_overwrite
 @pytest.mark.parametrize("experiment, says", [
     ("ladder/synthetic_s3_grpo_token_tis_control", "no mismatch to weigh"),
     ("sanity/grpo", "no mismatch to weigh"),
-    ("ladder/synthetic_s3", "no importance-ratio cap"),
+    ("ladder/synthetic_s3", "runs grpo, whose weights are not per token"),
+    ("ladder/synthetic_s3_pg_seq_mis", "runs pg_seq_mis, whose weights are not per token"),
     ("ladder/nonexistent", "nonexistent"),
 ])
-def test_an_experiment_without_a_dose_or_a_cap_is_one_line(experiment, says, tmp_path, capsys):
+def test_an_experiment_without_a_dose_or_token_weights_is_one_line(experiment, says, tmp_path, capsys):
     assert W.main(["--experiment", experiment, "--out", str(tmp_path / "x.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0]
