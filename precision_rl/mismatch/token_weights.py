@@ -35,7 +35,7 @@ from precision_rl.paths import mismatch_root
 COMMAND = "python -m precision_rl.mismatch.token_weights"
 DEFAULT_EXPERIMENT = "ladder/synthetic_s3_grpo_token_tis"
 TOKEN_WEIGHTED = "grpo_token_tis"  # the one algorithm of precision_rl.config.algorithms that weighs each token by min(π/μ, C)
-WEIGHT_EDGES = (0.1, 0.5, 1.0)  # the bins of w below the cap: [0, 0.1), [0.1, 0.5), [0.5, 1), [1, C), then w = C
+WEIGHT_EDGES = (0.1, 0.5, 1.0)  # the bins of w below the cap C: [0, 0.1), [0.1, 0.5), [0.5, 1), [1, C), then w = C
 
 
 @dataclass(frozen=True)
@@ -102,8 +102,9 @@ def summarize(trace: list[TokenStep], advantages: np.ndarray, cap: float, experi
     if not total > 0:
         raise UserError("every sample of the batch has advantage 0 (each group answered alike): no gradient to split;"
                         " draw more prompts")
-    lower = (0.0, *WEIGHT_EDGES)
-    upper = (*WEIGHT_EDGES, cap)
+    edges = tuple(edge for edge in WEIGHT_EDGES if edge < cap)
+    lower = (0.0, *edges)
+    upper = (*edges, cap)
     masks = [(f"[{lo:g}, {hi:g})", (weight >= lo) & (weight < hi)) for lo, hi in zip(lower, upper, strict=True)]
     masks.append((f"= C = {cap:g}", weight >= cap))
     positive = advantages[rows] > 0
@@ -179,6 +180,7 @@ def render(result: TokenWeightStudy) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Study one batch's token weights, print the tables and write them as JSON; return the exit code."""
     from precision_rl.launch.runs import hardware, utc_stamp
+    from precision_rl.tiny.shipped import SHIPPED_DIR
 
     parser = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiment", default=DEFAULT_EXPERIMENT,
@@ -200,8 +202,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     print(render(result))
-    from precision_rl.tiny.shipped import SHIPPED_DIR
-
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_json(out, {"settings": asdict(settings) | {"model": shown_model(str(SHIPPED_DIR))},
                             "command": [*COMMAND.split(), *(argv if argv is not None else sys.argv[1:])],

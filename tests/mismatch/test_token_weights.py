@@ -56,6 +56,13 @@ def test_the_gradient_mass_is_split_by_weight_and_weighted_by_the_advantage():
     assert sum(b.kept_share for b in result.bins) == pytest.approx(result.mass_kept)
 
 
+def test_a_cap_below_a_bin_edge_drops_the_edges_above_it():
+    trace = [step([0, 1], [0.05, 0.9], [0.9, 0.9], [1.0, 0.1])]
+    result = W.summarize(trace, np.array([0.5, -0.5]), 0.8, "x", 3.0, np.array([1.0, 0.0]))
+    assert [b.label for b in result.bins] == ["[0, 0.1)", "[0.1, 0.5)", "[0.5, 0.8)", "= C = 0.8"]
+    assert sum(b.token_share for b in result.bins) == 1.0
+
+
 def test_a_batch_without_advantage_has_no_gradient_to_split():
     trace = [step([0, 1], [0.5, 0.5], [0.5, 0.5], [0.7, 0.7])]
     with pytest.raises(W.UserError, match="advantage 0"):
