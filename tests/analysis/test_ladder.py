@@ -116,22 +116,47 @@ def test_the_derived_dose_is_none_without_both_series():
         [pytest.approx(8e-5)]
 
 
-def test_on_the_published_runs_the_derived_dose_matches_the_logged_one_within_two_percent():
-    """The identity experiments/ladder/README.md#what-a-run-measures states, on every committed run logging both."""
+# verl 0.9.1 logs its token k3 (rollout_corr/k3_kl, verl.trainer.ppo.rollout_corr_helper.compute_offpolicy_metrics) as
+# fp32 exp(x) - x - 1, which cancels below ~1e-6 nats per token and reads low there; the suite's own per-sequence k3
+# (precision_rl.verl_ext.mismatch_metrics.sequence_kl) takes expm1(x) - x.
+VERL_K3_EXACT_FROM = 1e-6
+
+
+def test_verls_fp32_k3_reads_low_only_below_a_micro_nat_per_token():
+    import torch
+
+    generator = torch.Generator().manual_seed(0)
+    for spread, low_by in ((5e-4, (0.01, 0.06)), (1.5e-3, (0.0, 0.003)), (5e-3, (-1e-4, 1e-4))):
+        x = (torch.randn(40_000, generator=generator, dtype=torch.float64) * spread).float()
+        exact = float((torch.expm1(x.double()) - x.double()).mean())
+        verl = float((torch.exp(x) - x - 1).double().mean())
+        ours = float((torch.expm1(x) - x).double().mean())
+        assert abs(ours / exact - 1) < 1e-5
+        assert low_by[0] <= 1 - verl / exact <= low_by[1], (spread, exact, verl)
+        assert (exact >= VERL_K3_EXACT_FROM) == (spread > 1e-3)
+
+
+def test_on_the_published_runs_the_derived_dose_matches_the_logged_one():
+    """The identity experiments/ladder/README.md#what-a-run-measures states, on every committed run logging both:
+    within 0.3 % where verl's token k3 is exact, and reading at most 5 % low below that."""
     import numpy as np
 
     from precision_rl.paths import LOGS_DIR
 
-    ratios = []
+    exact, cancelled = [], []
     for run_dir in logs.find_run_dirs(LOGS_DIR / "tiny"):
         table = logs.build_table([logs.load_run_dir(run_dir)]).metrics
         wide = table.pivot_table(index="step", columns="metric", values="value", observed=True)
         if {M.SEQUENCE_KL_K3, M.TOKEN_KL_K3, M.RESPONSE_LENGTH} <= set(wide.columns):
             derived = derived_sequence_kl(wide[M.TOKEN_KL_K3], wide[M.RESPONSE_LENGTH])
-            ratios.append((wide[M.SEQUENCE_KL_K3] / derived).dropna().to_numpy())
-    assert len(ratios) >= 12
-    both = np.concatenate(ratios)
-    assert both.min() > 0.999 and both.max() < 1.02
+            ratio = wide[M.SEQUENCE_KL_K3] / derived
+            large = wide[M.TOKEN_KL_K3] >= VERL_K3_EXACT_FROM
+            exact.append(ratio[large].dropna().to_numpy())
+            cancelled.append(ratio[~large].dropna().to_numpy())
+    assert len(exact) >= 12
+    exact, cancelled = np.concatenate(exact), np.concatenate(cancelled)
+    assert len(exact) and exact.min() > 0.999 and exact.max() < 1.003
+    assert len(cancelled) and cancelled.min() > 0.999 and cancelled.max() < 1.05
 
 
 def test_results_readme_gives_the_fp16_rungs_derived_doses_the_published_logs_give():
