@@ -27,6 +27,8 @@ ALGORITHMS = ("grpo", "grpo_token_tis", "grpo_seq_mis", "gspo", "pg_seq_is", "pg
 
 # Algorithms whose estimator needs the cap C (``hyper.is_threshold``).
 NEEDS_IS_THRESHOLD = ("grpo_token_tis", "grpo_seq_mis", "pg_seq_tis", "pg_seq_mis")
+# The algorithm whose correction weighs each token on its own, by min(ρ_t, C).
+TOKEN_WEIGHTED = "grpo_token_tis"
 # "No cap" for PG-Seq-IS. verl 0.9.1 needs a cap for a sequence weight, and clamps the summed log-ratio at
 # ±verl.trainer.ppo.rollout_corr_helper.SAFETY_BOUND (20) before exponentiating, so no weight exceeds e^20 ≈ 4.9e8:
 # a cap above that never binds (tests/launch/test_overrides.py checks it against verl's bound).

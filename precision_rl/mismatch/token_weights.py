@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from precision_rl.config.algorithms import TOKEN_WEIGHTED
 from precision_rl.console import render_table
 from precision_rl.errors import UserError
 from precision_rl.fileio import atomic_write_json
@@ -34,7 +35,6 @@ from precision_rl.paths import mismatch_root
 
 COMMAND = "python -m precision_rl.mismatch.token_weights"
 DEFAULT_EXPERIMENT = "ladder/synthetic_s3_grpo_token_tis"
-TOKEN_WEIGHTED = "grpo_token_tis"  # the one algorithm of precision_rl.config.algorithms that weighs each token by min(π/μ, C)
 WEIGHT_EDGES = (0.1, 0.5, 1.0)  # the bins of w below the cap C: [0, 0.1), [0.1, 0.5), [0.5, 1), [1, C), then w = C
 
 
@@ -192,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = args.out or mismatch_root() / f"token-weights-{utc_stamp()}.json"
     try:
-        if args.prompts < 1:
-            raise UserError("--prompts must be >= 1")
+        if args.prompts < 1 or args.seed < 0:
+            raise UserError("--prompts must be >= 1 and --seed >= 0 (a run's noise seed is)")
         if out.exists():
             raise UserError(f"{out} exists: choose another --out (an earlier record is never overwritten)")
         settings = StudySettings(args.experiment, args.prompts, args.seed)

@@ -116,3 +116,11 @@ def test_an_experiment_without_a_dose_or_token_weights_is_one_line(experiment, s
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and says in err[0]
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("argv", [["--prompts", "0"], ["--seed", "-1"]])
+def test_a_bad_batch_or_seed_is_one_line(argv, tmp_path, capsys):
+    assert W.main([*argv, "--out", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--prompts must be >= 1 and --seed >= 0" in err[0]
+    assert not (tmp_path / "x.json").exists()
