@@ -124,6 +124,10 @@ def _below(rung: Rung, reference: Rung) -> bool:
     return band is not None and ref is not None and len(rung.runs) > 1 and len(reference.runs) > 1 and band[2] < ref[1]
 
 
+def _banded(rungs: tuple[Rung, ...]) -> bool:
+    return all(len(r.runs) > 1 for r in rungs)
+
+
 def _thin(rungs: list[Rung]) -> str:
     thin = [r.label for r in rungs if len(r.runs) < 2]
     return f"; one seed only: {', '.join(thin)} (no band)" if thin else ""
@@ -132,8 +136,9 @@ def _thin(rungs: list[Rung]) -> str:
 def verdict(rungs: list[Rung]) -> str:
     """Return the ladder's verdict by the bands rule: for the real rungs against the first rung (the rollout in the
     trainer's format), "degrades from X nats per sequence (rung)" at the smallest dose whose reward band lies wholly
-    below the first rung's, else "no degradation resolved up to X nats per sequence"; then, for the synthetic rungs,
-    the same against each strength's control."""
+    below the first rung's, else "no degradation resolved up to X nats per sequence", X the largest dose of a rung
+    with a band (≥ 2 seeds; the largest of any rung where none has one), rungs of one seed named after it; then, for
+    the synthetic rungs, the same against each strength's control."""
     real = [r for r in rungs if not r.noise]
     parts = [_real_verdict(real)] if len(real) > 1 or (real and len(real) == len(rungs)) else []
     synthetic = _synthetic_verdict([r for r in rungs if r.noise])
@@ -149,7 +154,7 @@ def _real_verdict(rungs: list[Rung]) -> str:
     for dose, rung in sorted(measured, key=lambda m: m[0][0]):
         if _below(rung, rungs[0]):
             return f"degrades from {dose[0]:.3g} nats per sequence ({rung.label})"
-    largest = max(measured, key=lambda m: m[0][0])
+    largest = max([m for m in measured if _banded((m[1],))] or measured, key=lambda m: m[0][0])
     return (f"no degradation resolved up to {largest[0][0]:.3g} nats per sequence ({largest[1].label})"
             + _thin([r for _, r in measured] + [rungs[0]]))
 
@@ -164,7 +169,7 @@ def _synthetic_verdict(rungs: list[Rung]) -> str:
     for dose, rung, control in sorted(pairs, key=lambda p: p[0][0]):
         if _below(rung, control):
             return f"synthetic: degrades against its control from {dose[0]:.3g} nats per sequence (σ = {rung.noise:g})"
-    largest = max(pairs, key=lambda p: p[0][0])
+    largest = max([p for p in pairs if _banded(p[1:])] or pairs, key=lambda p: p[0][0])
     return (f"synthetic: no degradation against the controls resolved up to {largest[0][0]:.3g} nats per sequence "
             f"(σ = {largest[1].noise:g})" + _thin([r for _, r, c in pairs] + [c for _, r, c in pairs]))
 

@@ -39,6 +39,9 @@ def test_a_rung_degrades_only_where_its_band_lies_wholly_below_the_reference_s()
     assert verdict([reference, _rung("fp4", [0.60, 0.70, 0.75], 0.3), _rung("fp8", [0.50, 0.55, 0.79], 0.05)]) \
         == "degrades from 0.05 nats per sequence (fp8)"
     assert "one seed only: fp4 (no band)" in verdict([reference, _rung("fp4", [0.1], 0.3)])
+    # a one-seed rung resolves nothing, so "up to" stops at the largest dose that has a band
+    assert verdict([reference, _rung("fp8", [0.79, 0.81, 0.83], 0.05), _rung("fp4", [0.81], 0.3)]) \
+        == "no degradation resolved up to 0.05 nats per sequence (fp8); one seed only: fp4 (no band)"
     assert verdict([_rung("FP16", [], 1e-3)]).startswith("no verdict")
 
 
@@ -53,6 +56,10 @@ def test_a_synthetic_rung_is_judged_against_its_control_not_against_the_clean_ru
         "synthetic: degrades against its control from 8 nats per sequence (σ = 3)")
     assert verdict([reference, _rung("s4", [0.1, 0.2], 20.0, noise=4)]).endswith(
         "synthetic: no rung with a finished control")
+    unbanded = [_rung("s4", [0.60], 20.0, noise=4), _rung("s4c", [0.61], 1e-5, 4, True)]
+    assert verdict([reference, *worse_sampler, *unbanded]) == (
+        "synthetic: no degradation against the controls resolved up to 2 nats per sequence (σ = 2); one seed only: "
+        "s4, s4c (no band)")
 
 
 def test_the_ladder_figure_places_each_run_at_its_logged_dose_and_a_calibrated_run_stands_in_to_the_quick_steps(
